@@ -1,0 +1,107 @@
+// Package pack defines the message pack, the unit of work that travels between
+// bedwe peers: the residual workflow still to run, the data it needs, the join
+// frames it must report to, attempt numbers that fence re-routes, and a trace
+// of where each step ran. It also owns the pack's versioned binary wire codec
+// and the hard limits that every decoded pack must respect.
+//
+// pack depends on grammar (a pack carries a workflow) and on nothing that
+// knows about networks.
+package pack
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/bedwe/bedwe/grammar"
+)
+
+// Peer names a peer and how to reach it.
+type Peer struct {
+	// ID is the libp2p peer ID in its string form.
+	ID string `cbor:"1,keyasint" json:"id"`
+	// Addrs are multiaddrs (without /p2p/ suffix) the peer listens on.
+	Addrs []string `cbor:"2,keyasint,omitempty" json:"addrs,omitempty"`
+	// Zone is the load-shedding zone the peer sits in.
+	Zone string `cbor:"3,keyasint,omitempty" json:"zone,omitempty"`
+}
+
+// FrameKind is the kind of pattern a join frame belongs to.
+type FrameKind uint8
+
+const (
+	// FrameFork joins all branches (FORK ... SYNC).
+	FrameFork FrameKind = iota + 1
+	// FrameFirst keeps the first successful branch (FIRST ... ENDFIRST).
+	FrameFirst
+	// FrameFailover runs branches one after another (FAILOVER ... ENDFAILOVER).
+	FrameFailover
+)
+
+// Frame tells the holder of a branch where to deliver the branch's result when
+// its workflow runs out. Frames nest: the last frame is the innermost pattern.
+type Frame struct {
+	// JoinID identifies the join record at its holders.
+	JoinID string `cbor:"1,keyasint" json:"join_id"`
+	// Kind is the pattern being joined.
+	Kind FrameKind `cbor:"2,keyasint" json:"kind"`
+	// Branch is this branch's index in the pattern.
+	Branch int `cbor:"3,keyasint" json:"branch"`
+	// Holders are the peers holding the join record: the first is the
+	// primary, the rest are replicas, in preference order.
+	Holders []Peer `cbor:"4,keyasint" json:"holders"`
+}
+
+// Outcome says how an attempt ended.
+type Outcome string
+
+// Outcomes recorded in a trace.
+const (
+	OutcomeOK         Outcome = "ok"
+	OutcomeFailed     Outcome = "failed"
+	OutcomeCancelled  Outcome = "cancelled"
+	OutcomeSuperseded Outcome = "superseded"
+)
+
+// TraceEntry records one attempt of one step.
+type TraceEntry struct {
+	Path    string    `cbor:"1,keyasint" json:"path"`
+	Service string    `cbor:"2,keyasint" json:"service"`
+	Peer    string    `cbor:"3,keyasint" json:"peer"`
+	Zone    string    `cbor:"4,keyasint,omitempty" json:"zone,omitempty"`
+	Start   time.Time `cbor:"5,keyasint" json:"start"`
+	End     time.Time `cbor:"6,keyasint" json:"end"`
+	Attempt int       `cbor:"7,keyasint" json:"attempt"`
+	Outcome Outcome   `cbor:"8,keyasint" json:"outcome"`
+	// Note explains a failure or why the attempt was superseded.
+	Note string `cbor:"9,keyasint,omitempty" json:"note,omitempty"`
+}
+
+// Pack is a message pack. Its Workflow always starts with the service the
+// receiving peer must run (CHOICEs ahead of it were resolved by the sender).
+type Pack struct {
+	// WorkflowID identifies the submitted workflow.
+	WorkflowID string
+	// Origin holds the workflow's result record: primary first, then replicas.
+	Origin []Peer
+	// Workflow is the residual workflow; services carry their Path.
+	Workflow *grammar.Workflow
+	// Input is the workflow's input JSON (null when none was given).
+	Input json.RawMessage
+	// Outputs maps an output label to the JSON output of the step that
+	// produced it, for every step before this point on this path.
+	Outputs map[string]json.RawMessage
+	// Frames is the stack of join frames, innermost last; empty means the
+	// result goes to the origin.
+	Frames []Frame
+	// Attempt fences re-routes of the head step: a re-sent pack carries a
+	// higher attempt, and work done under a lower attempt is stale.
+	Attempt int
+	// Hops counts hand-offs so far, bounded by Limits.MaxHops.
+	Hops int
+	// Sender is the peer that handed this pack over and watches its holder.
+	Sender Peer
+	// Trace lists every attempt on this path so far.
+	Trace []TraceEntry
+	// Deadline, when non-zero, is when the whole workflow gives up.
+	Deadline time.Time
+}
