@@ -21,6 +21,15 @@ func main() {
 			"Quick start:\n   bedwe demo                 # a local testnet runs the paper's Fig. 2 workflow\n" +
 			"   bedwe check wf.bedwe       # validate a workflow file",
 		Commands: []*cli.Command{
+			// running a mesh
+			nodeCommand(),
+			submitCommand(),
+			statusCommand(),
+			resultCommand(),
+			cancelCommand(),
+			peersCommand(),
+			testnetCommand(),
+			demoCommand(),
 			// language tools
 			checkCommand(),
 			fmtCommand(),

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bedwe/bedwe/node"
+)
+
+func nodeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "node",
+		Usage: "run one bedwe peer",
+		Description: `Runs a peer: it gossips its presence (zone, services, load), accepts message packs
+for the services it declares, runs them, and forwards the rest of each workflow to
+another live peer. Workflows submitted to it make it their origin (result sink).
+
+The data directory keeps the peer's identity (so its peer ID survives restarts), the
+journal of work it holds (so a power cut loses nothing), node.json (how clients find
+it) and presence.json (its view of the mesh).
+
+Examples:
+   bedwe node --data ~/.bedwe --listen /ip4/0.0.0.0/tcp/4001 --zone block-7 --services services.yaml
+   bedwe node --data /tmp/n2 --listen /ip4/127.0.0.1/tcp/0 --zone b \
+       --services services.yaml --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW...`,
+		Flags: []cli.Flag{
+			dataFlag(),
+			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
+			&cli.StringFlag{Name: "zone", Usage: "load-shedding zone this board is in", EnvVars: []string{"BEDWE_ZONE"}},
+			&cli.StringFlag{Name: "services", Usage: "services file declaring what this peer may run (YAML)"},
+			&cli.StringSliceFlag{Name: "bootstrap", Usage: "full multiaddr of a peer to join through (repeatable)"},
+			&cli.StringFlag{Name: "network", Usage: "mesh name; peers only see peers of the same network", Value: "bedwe"},
+			&cli.BoolFlag{Name: "mdns", Usage: "discover peers on the local network with mDNS", Value: true},
+			&cli.DurationFlag{Name: "announce", Usage: "presence announcement interval", Value: 5 * time.Second},
+			&cli.DurationFlag{Name: "no-peer-wait", Usage: "how long to wait for a provider of the next service before failing", Value: 30 * time.Second},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
+		},
+		Action: runNode,
+	}
+}
+
+func runNode(c *cli.Context) error {
+	if c.Args().Present() {
+		return cli.Exit(fmt.Sprintf("node takes no arguments (got %q); see bedwe node --help", c.Args().First()), 1)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return cli.Exit("--log-level: "+err.Error(), 1)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := node.DefaultConfig()
+	cfg.DataDir = c.String("data")
+	cfg.Listen = c.StringSlice("listen")
+	cfg.Bootstrap = c.StringSlice("bootstrap")
+	cfg.Zone = c.String("zone")
+	cfg.ServicesFile = c.String("services")
+	cfg.Network = c.String("network")
+	cfg.MDNS = c.Bool("mdns")
+	cfg.AnnounceInterval = c.Duration("announce")
+	cfg.PresenceTTL = 3 * cfg.AnnounceInterval
+	cfg.NoPeerWait = c.Duration("no-peer-wait")
+	cfg.Logger = logger
+	n, err := node.New(cfg)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := n.Run(ctx, nil); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	return nil
+}

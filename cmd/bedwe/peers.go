@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+func peersCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "peers",
+		Usage: "list the peers a node sees (itself first)",
+		Description: `Shows the peer's live view of the mesh, as gossiped presence: zone, services,
+load and whether the peer is draining before a power cut.
+
+Examples:
+   bedwe peers
+   bedwe peers --testnet /tmp/tn -o json`,
+		Flags: append(targetFlags(), outputFlag()),
+		Action: func(c *cli.Context) error {
+			asJSON, err := jsonOutput(c)
+			if err != nil {
+				return err
+			}
+			ctx := context.Background()
+			cl, err := dialTarget(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			peers, err := cl.Peers(ctx)
+			if err != nil {
+				return remoteExit(err)
+			}
+			if asJSON {
+				return printJSON(peers)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PEER\tZONE\tSERVICES\tCPU%\tQUEUE\tSEEN\tSTATE")
+			for _, p := range peers {
+				svcs := append(append([]string{}, p.Services...), p.Patterns...)
+				list := strings.Join(svcs, ",")
+				if len(list) > 40 {
+					list = list[:39] + "…"
+				}
+				state := "live"
+				switch {
+				case p.Self:
+					state = "self"
+				case p.Draining:
+					state = "draining"
+				}
+				seen := "-"
+				if !p.Self {
+					seen = time.Since(p.LastSeen).Round(100*time.Millisecond).String() + " ago"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, seen, state)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/testnet"
+)
+
+// defaultDataDir is where `bedwe node` keeps its state when --data is not
+// given: $BEDWE_DATA, else ~/.bedwe.
+func defaultDataDir() string {
+	if d := os.Getenv("BEDWE_DATA"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".bedwe"
+	}
+	return filepath.Join(home, ".bedwe")
+}
+
+func dataFlag() cli.Flag {
+	return &cli.StringFlag{Name: "data", Usage: "the node's data directory", Value: defaultDataDir(), EnvVars: []string{"BEDWE_DATA"}}
+}
+
+// targetFlags select the peer a client verb talks to.
+func targetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "peer", Usage: "full multiaddr of the peer to talk to"},
+		&cli.StringFlag{Name: "testnet", Usage: "talk to the testnet in this directory"},
+		&cli.IntFlag{Name: "node", Usage: "with --testnet: index of the testnet node to talk to", Value: -1},
+		dataFlag(),
+	}
+}
+
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: text or json", Value: "text"}
+}
+
+func jsonOutput(c *cli.Context) (bool, error) {
+	switch c.String("output") {
+	case "text", "":
+		return false, nil
+	case "json":
+		return true, nil
+	}
+	return false, cli.Exit(fmt.Sprintf("unknown output format %q (use text or json)", c.String("output")), 1)
+}
+
+// dialTarget connects to the peer chosen by --peer, --testnet or --data.
+func dialTarget(ctx context.Context, c *cli.Context) (*client.Client, error) {
+	switch {
+	case c.String("peer") != "":
+		cl, err := client.Dial(ctx, c.String("peer"))
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 1)
+		}
+		return cl, nil
+	case c.String("testnet") != "":
+		m, err := testnet.LoadManifest(c.String("testnet"))
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 1)
+		}
+		var lastErr error
+		for _, nd := range m.Nodes {
+			if i := c.Int("node"); i >= 0 && nd.Index != i {
+				continue
+			}
+			cl, err := client.DialDataDir(ctx, nd.DataDir)
+			if err == nil {
+				return cl, nil
+			}
+			lastErr = err
+		}
+		if lastErr == nil {
+			lastErr = fmt.Errorf("testnet %s has no node %d", c.String("testnet"), c.Int("node"))
+		}
+		return nil, cli.Exit("no testnet node answers: "+lastErr.Error(), 1)
+	default:
+		cl, err := client.DialDataDir(ctx, c.String("data"))
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 1)
+		}
+		return cl, nil
+	}
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// remoteExit turns a client error into a clean exit.
+func remoteExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(cli.ExitCoder); ok {
+		return err
+	}
+	return cli.Exit(err.Error(), 1)
+}

@@ -1,0 +1,172 @@
+// Package api holds the protocol IDs and the request and response types that
+// bedwe peers and their clients exchange over libp2p streams. Both the node
+// (server side) and node/client import it; it imports neither.
+//
+// Every protocol is one request and one response per stream, each a
+// varint-length-delimited CBOR frame (packs use the pack codec instead).
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Protocol IDs. The version is part of the ID: a peer that changes a message
+// incompatibly registers a new ID and keeps serving the old one for a while.
+const (
+	// ProtoHandoff carries a pack to the successor that will run its head;
+	// the response is an Ack sent only after the pack is journaled.
+	ProtoHandoff = "/bedwe/handoff/1.0.0"
+	// ProtoDeliver carries a branch's result to its join holder.
+	ProtoDeliver = "/bedwe/deliver/1.0.0"
+	// ProtoOrigin carries progress events and the final completion to a
+	// workflow's origin.
+	ProtoOrigin = "/bedwe/origin/1.0.0"
+	// ProtoClient serves submit, status, result, cancel and peers.
+	ProtoClient = "/bedwe/client/1.0.0"
+)
+
+// MaxControlFrame bounds every non-pack frame.
+const MaxControlFrame = 32 << 20
+
+// Ack answers a hand-off or a delivery.
+type Ack struct {
+	OK bool `cbor:"1,keyasint"`
+	// Code classifies a refusal (see the Code* constants).
+	Code string `cbor:"2,keyasint,omitempty"`
+	// Error explains a refusal in words a user can act on.
+	Error string `cbor:"3,keyasint,omitempty"`
+}
+
+// Refusal codes in Ack.Code.
+const (
+	CodeUnknownService = "unknown-service"
+	CodeBadPack        = "bad-pack"
+	CodeDraining       = "draining"
+	CodeCancelled      = "cancelled"
+	CodeInternal       = "internal"
+)
+
+// Delivery is a branch's end: its result for the join holder.
+type Delivery struct {
+	WorkflowID string                     `cbor:"1,keyasint"`
+	JoinID     string                     `cbor:"2,keyasint"`
+	Branch     int                        `cbor:"3,keyasint"`
+	OK         bool                       `cbor:"4,keyasint"`
+	Error      string                     `cbor:"5,keyasint,omitempty"`
+	Outputs    map[string]json.RawMessage `cbor:"6,keyasint,omitempty"`
+	Trace      []pack.TraceEntry          `cbor:"7,keyasint,omitempty"`
+	// Attempt fences re-sent branches: a delivery with a lower attempt than
+	// one already recorded for the branch is stale.
+	Attempt int `cbor:"8,keyasint"`
+}
+
+// OriginMsg is sent to a workflow's origin: either one progress event or the
+// completion of the whole workflow.
+type OriginMsg struct {
+	WorkflowID string `cbor:"1,keyasint"`
+	// Event is a finished step attempt (progress).
+	Event *pack.TraceEntry `cbor:"2,keyasint,omitempty"`
+	// Done is set on completion.
+	Done    bool                       `cbor:"3,keyasint,omitempty"`
+	OK      bool                       `cbor:"4,keyasint,omitempty"`
+	Error   string                     `cbor:"5,keyasint,omitempty"`
+	Outputs map[string]json.RawMessage `cbor:"6,keyasint,omitempty"`
+	Trace   []pack.TraceEntry          `cbor:"7,keyasint,omitempty"`
+}
+
+// Client operations.
+const (
+	OpSubmit = "submit"
+	OpStatus = "status"
+	OpResult = "result"
+	OpCancel = "cancel"
+	OpPeers  = "peers"
+	OpList   = "list"
+)
+
+// ClientRequest is one client call.
+type ClientRequest struct {
+	Op string `cbor:"1,keyasint"`
+	// ID names the workflow for status, result and cancel.
+	ID string `cbor:"2,keyasint,omitempty"`
+	// Source is the workflow text for submit, FileName its name for errors.
+	Source   string `cbor:"3,keyasint,omitempty"`
+	FileName string `cbor:"4,keyasint,omitempty"`
+	// Input is the workflow input JSON for submit.
+	Input json.RawMessage `cbor:"5,keyasint,omitempty"`
+}
+
+// ClientResponse answers a ClientRequest; exactly one payload is set.
+type ClientResponse struct {
+	Error    string     `cbor:"1,keyasint,omitempty"`
+	Status   *Status    `cbor:"2,keyasint,omitempty"`
+	Peers    []PeerInfo `cbor:"3,keyasint,omitempty"`
+	Statuses []Status   `cbor:"4,keyasint,omitempty"`
+}
+
+// Workflow states.
+const (
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+)
+
+// Status describes a workflow as its origin knows it.
+type Status struct {
+	ID        string    `cbor:"1,keyasint" json:"id"`
+	State     string    `cbor:"2,keyasint" json:"state"`
+	Submitted time.Time `cbor:"3,keyasint" json:"submitted"`
+	Finished  time.Time `cbor:"4,keyasint,omitempty" json:"finished,omitempty"`
+	// StepsDone counts successful step attempts; StepsTotal is the number of
+	// services in the workflow (an upper bound when it has CHOICE, FIRST or
+	// FAILOVER).
+	StepsDone  int    `cbor:"5,keyasint" json:"steps_done"`
+	StepsTotal int    `cbor:"6,keyasint" json:"steps_total"`
+	Error      string `cbor:"7,keyasint,omitempty" json:"error,omitempty"`
+	// Recent lists the latest step attempts (newest last).
+	Recent []pack.TraceEntry `cbor:"8,keyasint,omitempty" json:"recent,omitempty"`
+	// Result and Trace are filled for OpResult once the workflow ended.
+	Result map[string]json.RawMessage `cbor:"9,keyasint,omitempty" json:"result,omitempty"`
+	Trace  []pack.TraceEntry          `cbor:"10,keyasint,omitempty" json:"trace,omitempty"`
+	Origin string                     `cbor:"11,keyasint,omitempty" json:"origin,omitempty"`
+}
+
+// PeerInfo is one peer's presence as a node sees it.
+type PeerInfo struct {
+	ID           string    `cbor:"1,keyasint" json:"id"`
+	Addrs        []string  `cbor:"2,keyasint,omitempty" json:"addrs,omitempty"`
+	Zone         string    `cbor:"3,keyasint,omitempty" json:"zone,omitempty"`
+	Services     []string  `cbor:"4,keyasint,omitempty" json:"services,omitempty"`
+	Patterns     []string  `cbor:"5,keyasint,omitempty" json:"patterns,omitempty"`
+	CPU          float64   `cbor:"6,keyasint" json:"cpu_percent"`
+	MemUsed      float64   `cbor:"7,keyasint" json:"mem_percent"`
+	Queue        int       `cbor:"8,keyasint" json:"queue"`
+	Draining     bool      `cbor:"9,keyasint,omitempty" json:"draining,omitempty"`
+	LastSeen     time.Time `cbor:"10,keyasint" json:"last_seen"`
+	Self         bool      `cbor:"11,keyasint,omitempty" json:"self,omitempty"`
+	Connected    bool      `cbor:"12,keyasint,omitempty" json:"connected,omitempty"`
+	PoweredUntil time.Time `cbor:"13,keyasint,omitempty" json:"powered_until,omitempty"`
+}
+
+// NodeFile is written by a running node to DATA/node.json so that local
+// clients and testnets can find it.
+type NodeFile struct {
+	PeerID    string    `json:"peer_id"`
+	Addrs     []string  `json:"addrs"` // full multiaddrs including /p2p/<id>
+	Zone      string    `json:"zone"`
+	Network   string    `json:"network"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// PresenceFile is written by a running node to DATA/presence.json whenever
+// its view of the mesh changes.
+type PresenceFile struct {
+	Self    string     `json:"self"`
+	Updated time.Time  `json:"updated"`
+	Peers   []PeerInfo `json:"peers"`
+}

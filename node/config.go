@@ -1,0 +1,81 @@
+package node
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config configures one peer. Zero values are replaced by the defaults of
+// DefaultConfig where noted.
+type Config struct {
+	// DataDir holds the identity key, the journal, node.json and
+	// presence.json. Required.
+	DataDir string
+	// Listen are the multiaddrs to listen on, e.g. /ip4/0.0.0.0/tcp/4001.
+	Listen []string
+	// Bootstrap are full multiaddrs (with /p2p/ID) of peers to dial at start.
+	Bootstrap []string
+	// Zone is the load-shedding zone this peer sits in.
+	Zone string
+	// ServicesFile declares what this peer may run (see node/service).
+	ServicesFile string
+	// Network names the mesh; peers only exchange presence with peers of the
+	// same network. Testnets use a unique name so they never mix.
+	Network string
+	// MDNS enables local-network discovery. Off for testnets on loopback.
+	MDNS bool
+	// AnnounceInterval is how often presence is re-published (jittered
+	// ±20 %). Shorter converges faster after joins; longer costs less.
+	AnnounceInterval time.Duration
+	// PresenceTTL is how long a peer stays in the view without a new
+	// announcement.
+	PresenceTTL time.Duration
+	// StreamTimeout bounds every request/response stream exchange.
+	StreamTimeout time.Duration
+	// NoPeerWait is how long dispatch waits for some live peer to offer the
+	// next service before failing the workflow.
+	NoPeerWait time.Duration
+	// DefaultStepTimeout applies to steps without a timeout attribute whose
+	// service declares none.
+	DefaultStepTimeout time.Duration
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the configuration for a real board on a mesh.
+func DefaultConfig() Config {
+	return Config{
+		Network:            "bedwe",
+		MDNS:               true,
+		AnnounceInterval:   5 * time.Second,
+		PresenceTTL:        15 * time.Second,
+		StreamTimeout:      10 * time.Second,
+		NoPeerWait:         30 * time.Second,
+		DefaultStepTimeout: 10 * time.Minute,
+	}
+}
+
+func (c *Config) fillDefaults() {
+	d := DefaultConfig()
+	if c.Network == "" {
+		c.Network = d.Network
+	}
+	if c.AnnounceInterval <= 0 {
+		c.AnnounceInterval = d.AnnounceInterval
+	}
+	if c.PresenceTTL <= 0 {
+		c.PresenceTTL = 3 * c.AnnounceInterval
+	}
+	if c.StreamTimeout <= 0 {
+		c.StreamTimeout = d.StreamTimeout
+	}
+	if c.NoPeerWait <= 0 {
+		c.NoPeerWait = d.NoPeerWait
+	}
+	if c.DefaultStepTimeout <= 0 {
+		c.DefaultStepTimeout = d.DefaultStepTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

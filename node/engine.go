@@ -1,0 +1,457 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/node/service"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// errCancelled marks work dropped because its workflow or branch was
+// cancelled; it is not a failure to report.
+var errCancelled = errors.New("cancelled")
+
+func (n *Node) registerProtocols() {
+	to := n.cfg.StreamTimeout
+	rpc.Serve(n.host, api.ProtoHandoff, n.limits.MaxBytes, to, n.handleHandoff)
+	rpc.Serve(n.host, api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
+	rpc.Serve(n.host, api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
+	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
+}
+
+// handleHandoff accepts a pack from a sender: it checks the pack, checks that
+// this peer declared the head service, journals the pack (fsync) and only
+// then acknowledges; the step runs in the background.
+func (n *Node) handleHandoff(_ context.Context, from peer.ID, req []byte) []byte {
+	p, err := pack.Decode(req, n.limits)
+	if err != nil {
+		n.log.Warn("rejected a malformed pack", "from", rpc.ShortID(from), "err", err)
+		return rpc.AckBytes(api.CodeBadPack, "bad pack: "+err.Error())
+	}
+	if code, msg := n.accept(p); code != "" {
+		return rpc.AckBytes(code, msg)
+	}
+	return rpc.AckBytes("", "")
+}
+
+// accept journals p and starts its head step. It returns a refusal code and
+// message when the pack cannot be taken.
+func (n *Node) accept(p *pack.Pack) (code, msg string) {
+	head, ok := p.Workflow.Steps[0].(*grammar.Service)
+	if !ok {
+		return api.CodeBadPack, "bad pack: the workflow must start with a service"
+	}
+	if !n.services.Offers(head.Name) {
+		return api.CodeUnknownService, fmt.Sprintf("peer %s (zone %s) does not offer service %q; it offers %s",
+			rpc.ShortID(n.host.ID()), n.cfg.Zone, head.Name, n.offerSummary())
+	}
+	if n.draining.Load() {
+		return api.CodeDraining, fmt.Sprintf("peer %s is draining before a power cut", rpc.ShortID(n.host.ID()))
+	}
+	if n.isCancelled(p) {
+		return api.CodeCancelled, "workflow " + p.WorkflowID + " was cancelled"
+	}
+	st := &heldState{Pack: p}
+	key := heldKey(p)
+	if err := n.saveHeld(key, st); err != nil {
+		return api.CodeInternal, "journal: " + err.Error()
+	}
+	n.spawn(func(ctx context.Context) { n.process(ctx, key, st) })
+	return "", ""
+}
+
+func (n *Node) offerSummary() string {
+	parts := append(append([]string{}, n.services.Names()...), n.services.Patterns()...)
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	if len(parts) > 8 {
+		parts = append(parts[:8], "…")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func heldKey(p *pack.Pack) string {
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	return p.WorkflowID + "|" + head.Path + "|" + strconv.Itoa(p.Attempt)
+}
+
+// process runs the head step of an accepted pack (unless the journal says it
+// already ran) and moves the residual on.
+func (n *Node) process(ctx context.Context, key string, st *heldState) {
+	p := st.Pack
+	if !st.Executed {
+		n.running.Add(1)
+		out, trace, err := n.execute(ctx, p)
+		n.running.Add(-1)
+		for i := range trace {
+			n.reportEvent(p, trace[i])
+		}
+		if errors.Is(err, errCancelled) || ctx.Err() != nil {
+			if ctx.Err() == nil {
+				_ = n.dropHeld(key)
+			}
+			return
+		}
+		st.Executed = true
+		st.Trace = trace
+		st.OK = err == nil
+		st.Output = out
+		if err != nil {
+			st.Error = err.Error()
+		}
+		// Journal the outcome so a restart forwards instead of re-running.
+		if jerr := n.saveHeld(key, st); jerr != nil {
+			n.log.Error("journal step outcome", "key", key, "err", jerr)
+		}
+	}
+	next := st.advanced()
+	if !st.OK {
+		if err := n.finishBranch(ctx, next, false, st.Error); err != nil {
+			n.log.Error("report failure", "workflow", p.WorkflowID, "err", err)
+			return
+		}
+	} else if len(next.Workflow.Steps) == 0 {
+		if err := n.finishBranch(ctx, next, true, ""); err != nil {
+			n.log.Error("deliver result", "workflow", p.WorkflowID, "err", err)
+			return
+		}
+	} else {
+		n.dispatch(ctx, next)
+	}
+	if ctx.Err() == nil {
+		_ = n.dropHeld(key)
+	}
+}
+
+// execute runs the head service of p with its retries, backoff and
+// per-attempt timeout, returning its JSON output and one trace entry per try.
+func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pack.TraceEntry, error) {
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	svc, ok := n.services.Lookup(head.Name)
+	if !ok {
+		return nil, nil, fmt.Errorf("step %s (%s): peer %s does not offer it", head.Name, head.Path, rpc.ShortID(n.host.ID()))
+	}
+	ctx, done := n.track(ctx, p)
+	defer done()
+
+	retries := head.Retries()
+	bmin, bmax := head.Backoff()
+	if bmin <= 0 {
+		bmin = 200 * time.Millisecond
+	}
+	if bmax < bmin {
+		bmax = max(bmin, 10*time.Second)
+	}
+	timeout := head.Timeout()
+	if timeout <= 0 {
+		timeout = n.cfg.DefaultStepTimeout
+	}
+	req := service.Request{
+		WorkflowID:     p.WorkflowID,
+		Step:           head.Path,
+		Service:        head.Name,
+		Attempt:        p.Attempt,
+		IdempotencyKey: service.IdempotencyKey(p.WorkflowID, head.Path, p.Attempt),
+		Input:          p.Input,
+		Outputs:        p.Outputs,
+	}
+	var trace []pack.TraceEntry
+	var lastErr error
+	for try := 0; try <= retries; try++ {
+		if try > 0 {
+			// Capped exponential backoff with full jitter (seed 003).
+			ceil := bmin << min(try-1, 30)
+			if ceil > bmax || ceil <= 0 {
+				ceil = bmax
+			}
+			wait := time.Duration(rand.Int64N(int64(ceil)) + 1)
+			select {
+			case <-ctx.Done():
+				return nil, trace, errCancelled
+			case <-time.After(wait):
+			}
+		}
+		start := time.Now()
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		out, err := svc.Invoke(actx, req)
+		cancel()
+		entry := pack.TraceEntry{
+			Path: head.Path, Service: head.Name, Peer: n.host.ID().String(), Zone: n.cfg.Zone,
+			Start: start.UTC(), End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeOK,
+		}
+		if err == nil {
+			trace = append(trace, entry)
+			return out, trace, nil
+		}
+		if ctx.Err() != nil {
+			entry.Outcome = pack.OutcomeCancelled
+			entry.Note = "cancelled"
+			trace = append(trace, entry)
+			return nil, trace, errCancelled
+		}
+		if actx.Err() != nil && !errors.As(err, new(*service.Timeout)) {
+			err = fmt.Errorf("timed out after %s: %w", timeout, err)
+		}
+		entry.Outcome = pack.OutcomeFailed
+		entry.Note = err.Error()
+		trace = append(trace, entry)
+		lastErr = err
+		n.log.Info("step attempt failed", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "try", try+1, "err", err)
+	}
+	return nil, trace, fmt.Errorf("step %s (path %s) failed on peer %s in zone %q after %d attempt(s): %w",
+		head.Name, head.Path, rpc.ShortID(n.host.ID()), n.cfg.Zone, retries+1, lastErr)
+}
+
+// dispatch peels the residual p.Workflow and moves it on: a service head is
+// handed to a chosen peer; a FORK, FIRST or FAILOVER head starts a join here.
+func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
+	head, rest, err := grammar.Peel(p.Workflow, n.selector(p))
+	if err != nil {
+		msg := fmt.Sprintf("workflow %s: %v", p.WorkflowID, err)
+		if ferr := n.finishBranch(ctx, p, false, msg); ferr != nil {
+			n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
+		}
+		return
+	}
+	switch head.Kind {
+	case grammar.HeadService:
+		steps := []grammar.Step{head.Service}
+		if rest != nil {
+			steps = append(steps, rest.Steps...)
+		}
+		p.Workflow = &grammar.Workflow{Steps: steps}
+		p.Attempt = 0
+		if err := n.handoff(ctx, p, nil); err != nil {
+			if errors.Is(err, errCancelled) || ctx.Err() != nil {
+				return
+			}
+			if ferr := n.finishBranch(ctx, p, false, err.Error()); ferr != nil {
+				n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
+			}
+		}
+	default:
+		n.startJoin(ctx, p, head, rest)
+	}
+}
+
+// handoff sends p (whose head is a service) to a chosen peer and waits for
+// its ack. avoid lists peers to skip if any other can run the step (FORK
+// siblings). It keeps trying other peers on refusals and errors, and waits
+// up to NoPeerWait for a provider to appear.
+func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) error {
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	_, err := n.handoffTo(ctx, p, avoid)
+	if err != nil {
+		return fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
+	}
+	return nil
+}
+
+// handoffTo is handoff returning the peer that took the pack.
+func (n *Node) handoffTo(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) (peer.ID, error) {
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	exclude := map[peer.ID]bool{}
+	var refusals []string
+	deadline := time.Now().Add(n.cfg.NoPeerWait)
+	p.Sender = n.self()
+	p.Hops++
+	for {
+		if n.isCancelled(p) {
+			return "", errCancelled
+		}
+		n.mu.Lock()
+		wake := n.returned
+		n.mu.Unlock()
+		target, ok := n.pick(head.Name, exclude, avoid)
+		if !ok {
+			if time.Now().After(deadline) {
+				why := "no live peer offers it"
+				if len(refusals) > 0 {
+					why += " (" + strings.Join(refusals, "; ") + ")"
+				}
+				return "", fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
+			}
+			// Wait for a peer to appear, or retry those that refused.
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-wake:
+			case <-time.After(500 * time.Millisecond):
+			}
+			if len(exclude) > 0 && time.Now().After(deadline.Add(-n.cfg.NoPeerWait/2)) {
+				clear(exclude)
+			}
+			continue
+		}
+		if target == n.host.ID() {
+			code, msg := n.accept(p.Clone())
+			if code == "" {
+				return target, nil
+			}
+			if code == api.CodeCancelled {
+				return "", errCancelled
+			}
+			exclude[target] = true
+			refusals = append(refusals, msg)
+			continue
+		}
+		data, err := pack.Encode(p)
+		if err != nil {
+			return "", fmt.Errorf("encode pack: %w", err)
+		}
+		raw, err := rpc.Call(ctx, n.host, target, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
+		if err == nil {
+			var ack api.Ack
+			if err = rpc.Dec.Unmarshal(raw, &ack); err == nil {
+				if ack.OK {
+					return target, nil
+				}
+				if ack.Code == api.CodeCancelled {
+					return "", errCancelled
+				}
+				if ack.Code == api.CodeBadPack {
+					return "", fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
+				}
+				err = errors.New(ack.Error)
+			}
+		}
+		n.log.Info("hand-off refused or failed; trying another peer", "step", head.Name, "peer", rpc.ShortID(target), "err", err)
+		refusals = append(refusals, fmt.Sprintf("%s: %v", rpc.ShortID(target), err))
+		exclude[target] = true
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+	}
+}
+
+// selector decides CHOICE arms for p: guarded choices evaluate their guards
+// over the input and outputs so far; unguarded ones take the first arm whose
+// first service has a live provider.
+func (n *Node) selector(p *pack.Pack) grammar.Selector {
+	return func(c *grammar.Choice) (int, error) {
+		guarded := false
+		for _, a := range c.Arms {
+			if a.Kind != grammar.ArmPlain {
+				guarded = true
+			}
+		}
+		if guarded {
+			env := grammar.GuardEnv(p.Input, p.Outputs)
+			var tried []string
+			for i, a := range c.Arms {
+				if a.Kind == grammar.ArmElse {
+					return i, nil
+				}
+				prog, err := expr.Compile(a.Guard, expr.AllowUndefinedVariables(), expr.AsBool())
+				if err != nil {
+					return 0, fmt.Errorf("CHOICE guard %q does not compile: %v", a.Guard, err)
+				}
+				out, err := expr.Run(prog, env)
+				if err != nil {
+					return 0, fmt.Errorf("CHOICE guard %q failed: %v", a.Guard, err)
+				}
+				if b, _ := out.(bool); b {
+					return i, nil
+				}
+				tried = append(tried, a.Guard)
+			}
+			return 0, fmt.Errorf("no CHOICE arm matched and there is no ELSE (guards tried: %s)", strings.Join(tried, "; "))
+		}
+		var heads []string
+		for i, a := range c.Arms {
+			name := firstService(a.Body)
+			heads = append(heads, name)
+			if name != "" && n.hasProvider(name) {
+				return i, nil
+			}
+		}
+		return 0, fmt.Errorf("no arm of the CHOICE has a live provider for its first service (%s)", strings.Join(heads, ", "))
+	}
+}
+
+// firstService is the name of the first service that would run in w.
+func firstService(w *grammar.Workflow) string {
+	if w == nil || len(w.Steps) == 0 {
+		return ""
+	}
+	switch s := w.Steps[0].(type) {
+	case *grammar.Service:
+		return s.Name
+	case *grammar.Fork:
+		return firstService(s.Branches[0])
+	case *grammar.First:
+		return firstService(s.Branches[0])
+	case *grammar.Failover:
+		return firstService(s.Branches[0])
+	case *grammar.Choice:
+		return firstService(s.Arms[0].Body)
+	}
+	return ""
+}
+
+// finishBranch delivers the end of p's path: to the innermost join frame's
+// holder, or to the origin when there is none. It retries until the
+// recipient acknowledges or the node stops.
+func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg string) error {
+	if len(p.Frames) == 0 {
+		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace}
+		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() { n.onOrigin(msg) })
+	}
+	f := p.Frames[len(p.Frames)-1]
+	d := api.Delivery{
+		WorkflowID: p.WorkflowID, JoinID: f.JoinID, Branch: f.Branch, OK: ok, Error: errMsg,
+		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt,
+	}
+	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() { n.onDelivery(d) })
+}
+
+// sendWithRetry sends msg to the first holder that acknowledges it, calling
+// local instead when this peer is a holder. It backs off between rounds.
+func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func()) error {
+	wait := 100 * time.Millisecond
+	for {
+		var lastErr error
+		for _, h := range holders {
+			if h.ID == n.host.ID().String() {
+				local()
+				return nil
+			}
+			id, err := peer.Decode(h.ID)
+			if err != nil {
+				lastErr = fmt.Errorf("bad holder id %q: %w", h.ID, err)
+				continue
+			}
+			n.learnAddrs(id, h.Addrs)
+			var ack api.Ack
+			if err := rpc.CallCBOR(ctx, n.host, id, proto, msg, &ack, n.cfg.StreamTimeout); err != nil {
+				lastErr = err
+				continue
+			}
+			if ack.OK {
+				return nil
+			}
+			lastErr = fmt.Errorf("%s refused: %s", rpc.ShortID(id), ack.Error)
+		}
+		n.log.Warn("delivery failed; will retry", "proto", proto, "err", lastErr, "in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}

@@ -1,0 +1,440 @@
+// Package journal is a node's durable memory: a bbolt file in the node's
+// data directory holding the packs it holds, the packs it handed off and
+// still covers, join records, workflow records on the origin side, keys of
+// deliveries already seen, and a little metadata. Every committed write is
+// fsynced before the call returns, so a node that acked a pack still has it
+// after a power cut.
+//
+// The journal stores opaque bytes under string keys in a fixed set of
+// buckets. It never interprets values: the node encodes and decodes them,
+// and this package knows nothing of packs, peers or the network.
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Bucket names. Open creates all of them; any other name is an error.
+const (
+	// BucketPacks holds packs this node has acked and must run or forward.
+	// Keys come from PackKey.
+	BucketPacks = "packs"
+	// BucketOutbox holds packs this node handed off and still covers until
+	// the successor hands off in turn or delivers.
+	BucketOutbox = "outbox"
+	// BucketJoins holds join records (and replicas of them) for patterns
+	// this node joins.
+	BucketJoins = "joins"
+	// BucketWorkflows holds origin-side workflow records: status, result,
+	// trace.
+	BucketWorkflows = "workflows"
+	// BucketSeen holds keys of deliveries already applied, for dedupe; see
+	// PutIfAbsent.
+	BucketSeen = "seen"
+	// BucketMeta holds small node-wide values (identity, schedule, format).
+	BucketMeta = "meta"
+)
+
+// Buckets returns every bucket name, in a fixed order.
+func Buckets() []string {
+	return []string{BucketPacks, BucketOutbox, BucketJoins, BucketWorkflows, BucketSeen, BucketMeta}
+}
+
+// FormatVersion is the layout version recorded in BucketMeta under
+// FormatKey. Open refuses a journal written with another version.
+const FormatVersion = "1"
+
+// FormatKey is the BucketMeta key that holds FormatVersion.
+const FormatKey = "journal.format"
+
+// DefaultLockTimeout is how long Open waits for another process to release
+// the journal file before giving up.
+const DefaultLockTimeout = 2 * time.Second
+
+var (
+	// ErrLocked is returned by Open when another process holds the file.
+	ErrLocked = errors.New("journal is locked by another bedwe node?")
+	// ErrCorrupt is returned by Open when the file is damaged or is not a
+	// journal at all.
+	ErrCorrupt = errors.New("journal file is damaged or not a bedwe journal")
+	// ErrUnknownBucket is returned for a bucket name not in Buckets.
+	ErrUnknownBucket = errors.New("unknown journal bucket")
+)
+
+// Journal is an open journal file. It is safe for concurrent use: reads run
+// in parallel, writes are serialised by bbolt, and each write commit is
+// fsynced before it returns.
+type Journal struct {
+	db   *bolt.DB
+	path string
+}
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	lockTimeout time.Duration
+	noSync      bool
+}
+
+// WithLockTimeout sets how long Open waits for the file lock (default
+// DefaultLockTimeout). Values <= 0 mean the default: Open never waits
+// forever.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.lockTimeout = d
+		}
+	}
+}
+
+// WithoutSync skips fsync on commit. A crash can then lose or tear recent
+// writes, which breaks bedwe's hand-off guarantee: use it only in tests and
+// benchmarks that do not simulate power loss.
+func WithoutSync() Option {
+	return func(c *config) { c.noSync = true }
+}
+
+// Open opens or creates the journal at path, creating parent directories
+// (mode 0700) as needed, and checks the whole file for damage. It waits at
+// most the lock timeout for another process to release the file and then
+// fails with ErrLocked; a damaged file fails with ErrCorrupt.
+func Open(path string, opts ...Option) (*Journal, error) {
+	cfg := config{lockTimeout: DefaultLockTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	if err := preflight(path); err != nil {
+		// A node writing the file right now can make its header look
+		// inconsistent for a moment; then the lock is the real problem.
+		if lockedElsewhere(path) {
+			return nil, fmt.Errorf("open journal %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("open journal %s: %w: %w", path, ErrCorrupt, err)
+	}
+	db, err := openBolt(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{db: db, path: path}
+	if err := j.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// openBolt opens the bbolt file, turning bbolt's panics on damaged files
+// into ErrCorrupt. After such a panic it unlocks and closes the file so a
+// later Open reports the damage again rather than a lock; the mapping bbolt
+// made of the damaged file stays until the process exits.
+func openBolt(path string, cfg config) (db *bolt.DB, err error) {
+	var file *os.File
+	defer func() {
+		if r := recover(); r != nil {
+			if file != nil {
+				unlockFile(file)
+				file.Close()
+			}
+			db, err = nil, fmt.Errorf("open journal %s: %w: %v", path, ErrCorrupt, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: cfg.lockTimeout,
+		NoSync:  cfg.noSync,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	})
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("open journal %s: %w (still locked after %s)", path, ErrLocked, cfg.lockTimeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch), strings.Contains(err.Error(), "file size too small"):
+		return nil, fmt.Errorf("open journal %s: %w: %w", path, ErrCorrupt, err)
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("open journal: %w", err)
+		}
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+}
+
+// init checks every page of the file, creates missing buckets and checks or
+// records the format version.
+func (j *Journal) init() error {
+	err := j.db.View(func(tx *bolt.Tx) error {
+		for cerr := range tx.Check() {
+			return cerr
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open journal %s: %w: %w", j.path, ErrCorrupt, err)
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range Buckets() {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		meta := tx.Bucket([]byte(BucketMeta))
+		switch v := meta.Get([]byte(FormatKey)); {
+		case v == nil:
+			return meta.Put([]byte(FormatKey), []byte(FormatVersion))
+		case string(v) != FormatVersion:
+			return fmt.Errorf("journal format %q, this bedwe reads format %q", v, FormatVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Path returns the journal's file path.
+func (j *Journal) Path() string { return j.path }
+
+// Close waits for running transactions and closes the file. Using the
+// journal after Close returns errors.
+func (j *Journal) Close() error {
+	if err := j.db.Close(); err != nil {
+		return fmt.Errorf("close journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Put stores value under key in bucket and returns once it is on disk.
+func (j *Journal) Put(bucket, key string, value []byte) error {
+	return j.Update(func(tx *Tx) error { return tx.Put(bucket, key, value) })
+}
+
+// Get returns a copy of the value under key in bucket; ok is false when the
+// key is absent.
+func (j *Journal) Get(bucket, key string) (value []byte, ok bool, err error) {
+	err = j.View(func(tx *Tx) error {
+		value, ok, err = tx.Get(bucket, key)
+		return err
+	})
+	return value, ok, err
+}
+
+// Delete removes key from bucket; removing an absent key is not an error.
+func (j *Journal) Delete(bucket, key string) error {
+	return j.Update(func(tx *Tx) error { return tx.Delete(bucket, key) })
+}
+
+// PutIfAbsent stores value under key unless the key exists, and reports
+// whether it stored it. Concurrent calls with one key: exactly one returns
+// true. Use it with BucketSeen to apply each delivery once.
+func (j *Journal) PutIfAbsent(bucket, key string, value []byte) (added bool, err error) {
+	// A key already seen is the common case for dedupe: answer it from a
+	// read transaction, which costs no commit and no fsync.
+	var present bool
+	err = j.View(func(tx *Tx) error {
+		b, err := tx.bucket(bucket)
+		if err == nil {
+			present = b.Get([]byte(key)) != nil
+		}
+		return err
+	})
+	if err != nil || present {
+		return false, err
+	}
+	err = j.Update(func(tx *Tx) error {
+		added, err = tx.PutIfAbsent(bucket, key, value)
+		return err
+	})
+	return added, err
+}
+
+// ForEach calls fn for every key in bucket in byte order of the keys, with
+// a copy of each value, inside one read transaction: fn sees a consistent
+// snapshot. It stops at fn's first error and returns it.
+//
+// fn must not write to the journal (Put, Update, ...): a write that needs
+// to grow the file waits for the read transaction, which waits for fn.
+// Collect what to change and write after ForEach returns.
+func (j *Journal) ForEach(bucket string, fn func(key string, value []byte) error) error {
+	return j.View(func(tx *Tx) error { return tx.ForEach(bucket, fn) })
+}
+
+// ForEachPrefix is ForEach restricted to keys starting with prefix.
+func (j *Journal) ForEachPrefix(bucket, prefix string, fn func(key string, value []byte) error) error {
+	return j.View(func(tx *Tx) error { return tx.ForEachPrefix(bucket, prefix, fn) })
+}
+
+// Count returns the number of keys in bucket.
+func (j *Journal) Count(bucket string) (n int, err error) {
+	err = j.View(func(tx *Tx) error {
+		n, err = tx.Count(bucket)
+		return err
+	})
+	return n, err
+}
+
+// Update runs fn in a read-write transaction. If fn returns nil every change
+// commits atomically and is fsynced before Update returns; if fn returns an
+// error or panics, nothing changes (and the panic goes on up).
+func (j *Journal) Update(fn func(tx *Tx) error) error {
+	if err := j.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// View runs fn in a read-only transaction over a consistent snapshot. The
+// rule of ForEach applies: fn must not write to the journal.
+func (j *Journal) View(fn func(tx *Tx) error) error {
+	if err := j.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Batch is Update for many concurrent small writers: calls from different
+// goroutines that arrive together share one commit and one fsync, which
+// multiplies write throughput. The price: fn may run more than once (when
+// another fn in the same batch fails), so it must be idempotent and must
+// not depend on side effects outside the transaction. Batch returns once
+// the shared commit is on disk.
+func (j *Journal) Batch(fn func(tx *Tx) error) error {
+	if err := j.db.Batch(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Tx is a journal transaction, valid only inside the Update, View or Batch
+// callback that received it. Writes on a read-only Tx fail.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// Writable reports whether the transaction may write.
+func (t *Tx) Writable() bool { return t.tx.Writable() }
+
+func (t *Tx) bucket(name string) (*bolt.Bucket, error) {
+	if !slices.Contains(Buckets(), name) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownBucket, name)
+	}
+	b := t.tx.Bucket([]byte(name))
+	if b == nil {
+		return nil, fmt.Errorf("bucket %q missing from the journal file", name)
+	}
+	return b, nil
+}
+
+// Put stores value under key in bucket.
+func (t *Tx) Put(bucket, key string, value []byte) error {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	if err := b.Put([]byte(key), value); err != nil {
+		return fmt.Errorf("put %s/%q: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// Get returns a copy of the value under key in bucket; ok is false when the
+// key is absent.
+func (t *Tx) Get(bucket, key string) (value []byte, ok bool, err error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return nil, false, err
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return nil, false, nil
+	}
+	return slices.Clone(v), true, nil
+}
+
+// Delete removes key from bucket; removing an absent key is not an error.
+func (t *Tx) Delete(bucket, key string) error {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return err
+	}
+	if err := b.Delete([]byte(key)); err != nil {
+		return fmt.Errorf("delete %s/%q: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// PutIfAbsent stores value under key unless the key exists, and reports
+// whether it stored it.
+func (t *Tx) PutIfAbsent(bucket, key string, value []byte) (bool, error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return false, err
+	}
+	if b.Get([]byte(key)) != nil {
+		return false, nil
+	}
+	if err := t.Put(bucket, key, value); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ForEach calls fn for every key in bucket in byte order, with a copy of
+// each value, stopping at fn's first error.
+func (t *Tx) ForEach(bucket string, fn func(key string, value []byte) error) error {
+	return t.ForEachPrefix(bucket, "", fn)
+}
+
+// ForEachPrefix calls fn for every key in bucket that starts with prefix,
+// in byte order, with a copy of each value, stopping at fn's first error.
+func (t *Tx) ForEachPrefix(bucket, prefix string, fn func(key string, value []byte) error) error {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return err
+	}
+	c := b.Cursor()
+	p := []byte(prefix)
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		if err := fn(string(k), slices.Clone(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Count returns the number of keys in bucket.
+func (t *Tx) Count(bucket string) (int, error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,215 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// recentEvents is how many step attempts a status shows.
+const recentEvents = 8
+
+// workflowRecord is the origin's record of a submitted workflow.
+type workflowRecord struct {
+	Status api.Status `cbor:"1,keyasint"`
+	Source string     `cbor:"2,keyasint"`
+}
+
+func (n *Node) saveWorkflow(rec *workflowRecord) error {
+	return n.journal.Put(journal.BucketWorkflows, rec.Status.ID, rpc.MustCBOR(rec))
+}
+
+// Submit parses and checks source, records this peer as the workflow's
+// origin, and starts it. The returned status carries the new workflow ID.
+func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Status, error) {
+	w, err := grammar.Parse(fileName, []byte(source))
+	if err != nil {
+		return api.Status{}, err
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	if !json.Valid(input) {
+		return api.Status{}, fmt.Errorf("the workflow input is not valid JSON")
+	}
+	grammar.AssignPaths(w)
+	services, _, _ := grammar.Stats(w)
+	rec := &workflowRecord{
+		Status: api.Status{
+			ID:         newID("wf"),
+			State:      api.StateRunning,
+			Submitted:  time.Now().UTC(),
+			StepsTotal: services,
+			Origin:     n.host.ID().String(),
+		},
+		Source: source,
+	}
+	n.mu.Lock()
+	n.workflows[rec.Status.ID] = rec
+	err = n.saveWorkflow(rec)
+	n.mu.Unlock()
+	if err != nil {
+		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
+	}
+	p := &pack.Pack{
+		WorkflowID: rec.Status.ID,
+		Origin:     []pack.Peer{n.self()},
+		Workflow:   w,
+		Input:      input,
+		Outputs:    map[string]json.RawMessage{},
+	}
+	n.log.Info("workflow submitted", "workflow", rec.Status.ID, "services", services)
+	n.spawn(func(ctx context.Context) { n.dispatch(ctx, p) })
+	return rec.Status, nil
+}
+
+func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
+	var msg api.OriginMsg
+	if err := rpc.Dec.Unmarshal(req, &msg); err != nil {
+		return rpc.AckBytes(api.CodeBadPack, "bad origin message: "+err.Error())
+	}
+	if !n.onOrigin(msg) {
+		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s is not the origin of %s", rpc.ShortID(n.host.ID()), msg.WorkflowID))
+	}
+	return rpc.AckBytes("", "")
+}
+
+// onOrigin applies a progress event or a completion to the workflow record.
+func (n *Node) onOrigin(msg api.OriginMsg) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rec, ok := n.workflows[msg.WorkflowID]
+	if !ok {
+		return false
+	}
+	st := &rec.Status
+	if msg.Event != nil {
+		if msg.Event.Outcome == pack.OutcomeOK {
+			st.StepsDone++
+		}
+		st.Recent = append(st.Recent, *msg.Event)
+		if len(st.Recent) > recentEvents {
+			st.Recent = st.Recent[len(st.Recent)-recentEvents:]
+		}
+	}
+	if msg.Done && st.State == api.StateRunning {
+		st.Finished = time.Now().UTC()
+		if msg.OK {
+			st.State = api.StateSucceeded
+		} else {
+			st.State = api.StateFailed
+			st.Error = msg.Error
+		}
+		st.Result = msg.Outputs
+		st.Trace = msg.Trace
+		sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
+		done := 0
+		for _, e := range st.Trace {
+			if e.Outcome == pack.OutcomeOK {
+				done++
+			}
+		}
+		st.StepsDone = done
+		if err := n.saveWorkflow(rec); err != nil {
+			n.log.Error("journal workflow result", "workflow", msg.WorkflowID, "err", err)
+		}
+		n.log.Info("workflow finished", "workflow", msg.WorkflowID, "state", st.State, "error", st.Error)
+	}
+	return true
+}
+
+// reportEvent tells the origin that a step attempt ended (best effort).
+func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
+	if len(p.Origin) == 0 {
+		return
+	}
+	msg := api.OriginMsg{WorkflowID: p.WorkflowID, Event: &e}
+	o := p.Origin[0]
+	if o.ID == n.host.ID().String() {
+		n.onOrigin(msg)
+		return
+	}
+	id, err := peer.Decode(o.ID)
+	if err != nil {
+		return
+	}
+	n.learnAddrs(id, o.Addrs)
+	n.spawn(func(ctx context.Context) {
+		var ack api.Ack
+		_ = rpc.CallCBOR(ctx, n.host, id, api.ProtoOrigin, msg, &ack, n.cfg.StreamTimeout)
+	})
+}
+
+func (n *Node) handleClient(_ context.Context, _ peer.ID, req []byte) []byte {
+	var r api.ClientRequest
+	if err := rpc.Dec.Unmarshal(req, &r); err != nil {
+		return rpc.MustCBOR(api.ClientResponse{Error: "bad request: " + err.Error()})
+	}
+	return rpc.MustCBOR(n.client(r))
+}
+
+func (n *Node) client(r api.ClientRequest) api.ClientResponse {
+	switch r.Op {
+	case api.OpSubmit:
+		st, err := n.Submit(r.FileName, r.Source, r.Input)
+		if err != nil {
+			return api.ClientResponse{Error: err.Error()}
+		}
+		return api.ClientResponse{Status: &st}
+	case api.OpStatus, api.OpResult:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		rec, ok := n.workflows[r.ID]
+		if !ok {
+			return api.ClientResponse{Error: fmt.Sprintf("peer %s is not the origin of workflow %q (ask the peer it was submitted to)", rpc.ShortID(n.host.ID()), r.ID)}
+		}
+		st := rec.Status
+		if r.Op == api.OpStatus {
+			st.Result, st.Trace = nil, nil
+		}
+		return api.ClientResponse{Status: &st}
+	case api.OpCancel:
+		n.mu.Lock()
+		rec, ok := n.workflows[r.ID]
+		if !ok {
+			n.mu.Unlock()
+			return api.ClientResponse{Error: fmt.Sprintf("peer %s is not the origin of workflow %q", rpc.ShortID(n.host.ID()), r.ID)}
+		}
+		if rec.Status.State == api.StateRunning {
+			rec.Status.State = api.StateCancelled
+			rec.Status.Finished = time.Now().UTC()
+			rec.Status.Error = "cancelled by request"
+			if err := n.saveWorkflow(rec); err != nil {
+				n.log.Error("journal cancel", "err", err)
+			}
+		}
+		st := rec.Status
+		n.mu.Unlock()
+		n.publishCancel(cancelMsg{WorkflowID: r.ID})
+		return api.ClientResponse{Status: &st}
+	case api.OpPeers:
+		return api.ClientResponse{Peers: n.pres.infos()}
+	case api.OpList:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		var out []api.Status
+		for _, rec := range n.workflows {
+			st := rec.Status
+			st.Result, st.Trace, st.Recent = nil, nil, nil
+			out = append(out, st)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Submitted.Before(out[j].Submitted) })
+		return api.ClientResponse{Statuses: out}
+	}
+	return api.ClientResponse{Error: fmt.Sprintf("unknown operation %q", r.Op)}
+}

@@ -1,0 +1,320 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/shirou/gopsutil/v3/cpu"
+	"github.com/shirou/gopsutil/v3/mem"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
+)
+
+// maxPresenceBytes bounds one presence message.
+const maxPresenceBytes = 64 << 10
+
+// announcement is what a peer gossips about itself on the presence topic.
+type announcement struct {
+	ID       string   `json:"id"`
+	Addrs    []string `json:"addrs"`
+	Zone     string   `json:"zone"`
+	Services []string `json:"services"`
+	Patterns []string `json:"patterns"`
+	CPU      float64  `json:"cpu"`
+	Mem      float64  `json:"mem"`
+	Queue    int      `json:"queue"`
+	Draining bool     `json:"draining"`
+	// Seq increases with every announcement of one run of the peer;
+	// Boot distinguishes runs so a restarted peer is not mistaken for stale.
+	Seq  uint64 `json:"seq"`
+	Boot int64  `json:"boot"`
+}
+
+type presenceEntry struct {
+	ann      announcement
+	lastSeen time.Time
+}
+
+// presence is the node's view of who is out there, fed by pubsub.
+type presence struct {
+	n     *Node
+	topic *pubsub.Topic
+	boot  int64
+	seq   atomic.Uint64
+
+	mu    sync.Mutex
+	peers map[peer.ID]*presenceEntry
+	dirty chan struct{}
+}
+
+func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
+	name := "/bedwe/" + n.cfg.Network + "/presence/1"
+	p := &presence{
+		n:     n,
+		boot:  time.Now().UnixNano(),
+		peers: map[peer.ID]*presenceEntry{},
+		dirty: make(chan struct{}, 1),
+	}
+	if err := ps.RegisterTopicValidator(name, p.validate); err != nil {
+		return nil, fmt.Errorf("presence validator: %w", err)
+	}
+	t, err := ps.Join(name)
+	if err != nil {
+		return nil, fmt.Errorf("join presence topic: %w", err)
+	}
+	p.topic = t
+	return p, nil
+}
+
+// validate rejects oversized or malformed announcements and ones that claim
+// to be from someone other than the signer.
+func (p *presence) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) bool {
+	if len(msg.Data) > maxPresenceBytes {
+		return false
+	}
+	var a announcement
+	if err := json.Unmarshal(msg.Data, &a); err != nil {
+		return false
+	}
+	return a.ID == msg.GetFrom().String() && len(a.Services) <= 4096 && len(a.Addrs) <= 64
+}
+
+func (p *presence) run(ctx context.Context) {
+	sub, err := p.topic.Subscribe()
+	if err != nil {
+		p.n.log.Error("subscribe to presence", "err", err)
+		return
+	}
+	go p.announceLoop(ctx)
+	go p.fileLoop(ctx)
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		var a announcement
+		if err := json.Unmarshal(msg.Data, &a); err != nil {
+			continue
+		}
+		id := msg.GetFrom()
+		if id == p.n.host.ID() {
+			continue
+		}
+		p.observe(id, a)
+	}
+}
+
+func (p *presence) observe(id peer.ID, a announcement) {
+	p.mu.Lock()
+	old, known := p.peers[id]
+	if known && old.ann.Boot == a.Boot && old.ann.Seq >= a.Seq {
+		p.mu.Unlock()
+		return
+	}
+	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now()}
+	p.mu.Unlock()
+	var addrs []ma.Multiaddr
+	for _, s := range a.Addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			addrs = append(addrs, m)
+		}
+	}
+	// Keep addresses for hours: cuts last hours and presence refreshes them.
+	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
+	if !known || old.ann.Boot != a.Boot {
+		p.n.log.Debug("peer present", "peer", rpc.ShortID(id), "zone", a.Zone)
+		p.n.peerReturned(id)
+		// A newcomer has not heard us yet.
+		p.poke()
+	}
+	p.markDirty()
+}
+
+func (p *presence) markDirty() {
+	select {
+	case p.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// poke triggers an early announcement.
+func (p *presence) poke() {
+	select {
+	case p.n.announceNow <- struct{}{}:
+	default:
+	}
+}
+
+func (p *presence) announceLoop(ctx context.Context) {
+	// Announce quickly a few times after start: a publish right after
+	// joining can reach nobody.
+	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	for {
+		p.announce(ctx)
+		wait := jitter(p.n.cfg.AnnounceInterval)
+		if len(early) > 0 {
+			wait, early = early[0], early[1:]
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-p.n.announceNow:
+			t.Stop()
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+}
+
+func (p *presence) self(bump bool) announcement {
+	n := p.n
+	var addrs []string
+	for _, a := range n.host.Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	cpuPct := 0.0
+	if v, err := cpu.Percent(0, false); err == nil && len(v) > 0 {
+		cpuPct = v[0]
+	}
+	memPct := 0.0
+	if v, err := mem.VirtualMemory(); err == nil {
+		memPct = v.UsedPercent
+	}
+	seq := p.seq.Load()
+	if bump {
+		seq = p.seq.Add(1)
+	}
+	return announcement{
+		ID:       n.host.ID().String(),
+		Addrs:    addrs,
+		Zone:     n.cfg.Zone,
+		Services: n.services.Names(),
+		Patterns: n.services.Patterns(),
+		CPU:      cpuPct,
+		Mem:      memPct,
+		Queue:    int(n.running.Load()),
+		Draining: n.draining.Load(),
+		Seq:      seq,
+		Boot:     p.boot,
+	}
+}
+
+func (p *presence) announce(ctx context.Context) {
+	data, err := json.Marshal(p.self(true))
+	if err != nil {
+		return
+	}
+	if err := p.topic.Publish(ctx, data); err != nil && ctx.Err() == nil {
+		p.n.log.Debug("announce presence", "err", err)
+	}
+}
+
+// live returns the fresh entries, expiring stale ones.
+func (p *presence) live() map[peer.ID]announcement {
+	now := time.Now()
+	out := map[peer.ID]announcement{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, e := range p.peers {
+		if now.Sub(e.lastSeen) > p.n.cfg.PresenceTTL {
+			delete(p.peers, id)
+			p.markDirty()
+			continue
+		}
+		out[id] = e.ann
+	}
+	return out
+}
+
+// forget drops a peer from the view (it was found silent or dead).
+func (p *presence) forget(id peer.ID) {
+	p.mu.Lock()
+	delete(p.peers, id)
+	p.mu.Unlock()
+	p.markDirty()
+}
+
+// offers reports whether an announcement covers service name.
+func (a announcement) offers(name string) bool {
+	if slices.Contains(a.Services, name) {
+		return true
+	}
+	for _, pat := range a.Patterns {
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// infos renders the view (self first) for clients and presence.json.
+func (p *presence) infos() []api.PeerInfo {
+	self := p.self(false)
+	out := []api.PeerInfo{annInfo(self, time.Now(), true, true)}
+	live := p.live()
+	p.mu.Lock()
+	seen := map[peer.ID]time.Time{}
+	for id, e := range p.peers {
+		seen[id] = e.lastSeen
+	}
+	p.mu.Unlock()
+	var rest []api.PeerInfo
+	for id, a := range live {
+		connected := p.n.host.Network().Connectedness(id) == 1 // network.Connected
+		rest = append(rest, annInfo(a, seen[id], false, connected))
+	}
+	sort.Slice(rest, func(i, j int) bool {
+		if rest[i].Zone != rest[j].Zone {
+			return rest[i].Zone < rest[j].Zone
+		}
+		return rest[i].ID < rest[j].ID
+	})
+	return append(out, rest...)
+}
+
+func annInfo(a announcement, seen time.Time, self, connected bool) api.PeerInfo {
+	return api.PeerInfo{
+		ID: a.ID, Addrs: a.Addrs, Zone: a.Zone, Services: a.Services, Patterns: a.Patterns,
+		CPU: a.CPU, MemUsed: a.Mem, Queue: a.Queue, Draining: a.Draining,
+		LastSeen: seen, Self: self, Connected: connected,
+	}
+}
+
+// fileLoop keeps DATA/presence.json in step with the view, so testnets and
+// operators can read it without a client.
+func (p *presence) fileLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.dirty:
+		case <-tick.C:
+			// expiry happens lazily in live(); the tick makes it visible.
+		}
+		f := api.PresenceFile{Self: p.n.host.ID().String(), Updated: time.Now(), Peers: p.infos()[1:]}
+		data, _ := json.MarshalIndent(f, "", "  ")
+		if err := writeFileAtomic(filepath.Join(p.n.cfg.DataDir, "presence.json"), data, 0o644); err != nil {
+			p.n.log.Warn("write presence.json", "err", err)
+		}
+	}
+}

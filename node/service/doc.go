@@ -1,0 +1,82 @@
+// Package service owns the local services a bedwe peer declares and runs: the
+// services file that lists them, the registry that answers "does this peer
+// offer service NAME?", and the invocation of one service attempt (a command,
+// an HTTP endpoint or a builtin) with its timeout, cancellation and typed
+// errors.
+//
+// A message pack only names a service; a peer never runs anything it has not
+// declared here. The package knows nothing about packs, peers, networks,
+// retries or journals: the node decides when to invoke, how often to retry and
+// what to do with the result. It never touches files other than the services
+// file it is asked to load and the commands that file declares.
+//
+// # The services file
+//
+// The services file is YAML with a version number. Every entry under
+// services declares one named service; entries under patterns declare a
+// service for every name that matches a glob (path.Match syntax), which is how
+// a testnet offers hundreds of WfCommons task names without listing them. An
+// explicit entry always wins over a pattern, and patterns are tried in file
+// order.
+//
+//	version: 1
+//	services:
+//	  # exec: run a command; it reads the JSON request on stdin and writes a
+//	  # JSON object on stdout. Non-zero exit is a failure. The command must be
+//	  # an absolute path or a bare name found in PATH when the file is loaded.
+//	  resize:
+//	    kind: exec
+//	    command: ["/usr/bin/resize", "--fast"]
+//	    timeout: 30s       # per attempt; the whole process group is killed
+//	    grace: 2s          # optional: SIGTERM first, SIGKILL after 2s
+//	    env: {A: b}        # added to the node's environment
+//	    dir: /tmp          # working directory (absolute, must exist)
+//	    expect: 5s         # expected run time, for power-aware peer choice
+//	  # http: POST the JSON request; a 2xx JSON object body is the result.
+//	  notify:
+//	    kind: http
+//	    url: "http://127.0.0.1:8080/notify"
+//	    timeout: 5s
+//	    headers: {X-Key: abc}
+//	  # builtins, for testing
+//	  S1: {kind: sleep, duration: 50ms}
+//	  S2: {kind: echo}
+//	  flaky: {kind: fail, probability: 0.3, seed: 1}
+//	  # sleep for a time named by the request: the step attribute sleep=2s,
+//	  # else the input field sleep_ms (a number of milliseconds, or an object
+//	  # of milliseconds by service name), else duration; times scale, then max
+//	  # caps the result.
+//	  task: {kind: sleep, from_request: true, field: sleep_ms, scale: 0.01, max: 10s, duration: 10ms}
+//	patterns:
+//	  - {match: "S*", kind: sleep, duration: 10ms}
+//	  - {match: "mProject_*", kind: exec, command: [/opt/wf/run-task]}
+//
+// Fields every kind accepts: kind (required), timeout (per attempt; none
+// means only the caller's context limits it) and expect (the expected run
+// time; it defaults to the sleep duration for sleep and to timeout for exec
+// and http). Unknown fields and kinds are rejected; every error carries the
+// line and column of the offending YAML node.
+//
+// # Invocation
+//
+// [Service.Invoke] takes a [Request] and returns the service's JSON object or
+// one of three kinds of error, which the node tells apart with errors.As and
+// errors.Is:
+//
+//   - *[Failure]: the service ran (or could not be run) and failed: non-zero
+//     exit, bad output, HTTP error status, injected failure.
+//   - *[Timeout]: the attempt's own timeout, or the caller's deadline, expired;
+//     errors.Is(err, context.DeadlineExceeded) holds.
+//   - an error wrapping context.Canceled: the caller cancelled the attempt.
+//
+// An exec command runs in its own process group. On timeout or cancellation
+// the whole group is killed (SIGKILL, after the optional SIGTERM grace), and
+// Invoke returns promptly even if a grandchild that escaped the group still
+// holds the output pipes. When the command exits, whatever it left running in
+// its group is killed too: cancelled or finished work is not left running.
+//
+// The request carries an idempotency key (workflow id, step path and attempt,
+// see [IdempotencyKey]) so a service can deduplicate repeated deliveries. exec
+// commands also see it in the environment as BEDWE_IDEMPOTENCY_KEY, and http
+// services in the Idempotency-Key header.
+package service

@@ -1,0 +1,210 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// heldState is what the journal keeps for a pack this peer accepted: the
+// pack as received and, once the step ran, its outcome. A restarted peer
+// forwards an executed step's result instead of running it again.
+type heldState struct {
+	Pack     *pack.Pack        `cbor:"-"`
+	PackRaw  []byte            `cbor:"1,keyasint"`
+	Executed bool              `cbor:"2,keyasint"`
+	OK       bool              `cbor:"3,keyasint"`
+	Output   json.RawMessage   `cbor:"4,keyasint,omitempty"`
+	Error    string            `cbor:"5,keyasint,omitempty"`
+	Trace    []pack.TraceEntry `cbor:"6,keyasint,omitempty"`
+}
+
+// advanced is the pack after the head step: on success the step is consumed
+// and its output recorded; on failure the workflow is left as it was.
+func (st *heldState) advanced() *pack.Pack {
+	next := st.Pack.Clone()
+	next.Trace = append(next.Trace, st.Trace...)
+	if !st.OK {
+		return next
+	}
+	head := next.Workflow.Steps[0].(*grammar.Service)
+	if next.Outputs == nil {
+		next.Outputs = map[string]json.RawMessage{}
+	}
+	next.Outputs[head.Label()] = st.Output
+	next.Workflow = &grammar.Workflow{Steps: next.Workflow.Steps[1:]}
+	return next
+}
+
+func (n *Node) saveHeld(key string, st *heldState) error {
+	if st.PackRaw == nil {
+		raw, err := pack.Encode(st.Pack)
+		if err != nil {
+			return fmt.Errorf("encode pack: %w", err)
+		}
+		st.PackRaw = raw
+	}
+	return n.journal.Put(journal.BucketPacks, key, rpc.MustCBOR(st))
+}
+
+func (n *Node) dropHeld(key string) error { return n.journal.Delete(journal.BucketPacks, key) }
+
+// wireWorkflow stores a residual workflow that may start with any step (the
+// pack codec insists on a leading service): canonical text plus the service
+// paths in source order.
+type wireWorkflow struct {
+	Text  string   `cbor:"1,keyasint"`
+	Paths []string `cbor:"2,keyasint"`
+}
+
+func toWire(w *grammar.Workflow) *wireWorkflow {
+	if w == nil || len(w.Steps) == 0 {
+		return nil
+	}
+	var paths []string
+	walkServices(w, func(s *grammar.Service) { paths = append(paths, s.Path) })
+	return &wireWorkflow{Text: w.String(), Paths: paths}
+}
+
+func (ww *wireWorkflow) workflow() (*grammar.Workflow, error) {
+	if ww == nil {
+		return nil, nil
+	}
+	w, err := grammar.Parse("<residual>", []byte(ww.Text))
+	if err != nil {
+		return nil, fmt.Errorf("stored workflow: %w", err)
+	}
+	i := 0
+	var bad bool
+	walkServices(w, func(s *grammar.Service) {
+		if i < len(ww.Paths) {
+			s.Path = ww.Paths[i]
+		} else {
+			bad = true
+		}
+		i++
+	})
+	if bad || i != len(ww.Paths) {
+		return nil, fmt.Errorf("stored workflow: %d service paths for %d services", len(ww.Paths), i)
+	}
+	return w, nil
+}
+
+// walkServices calls fn for every service in w in source order.
+func walkServices(w *grammar.Workflow, fn func(*grammar.Service)) {
+	if w == nil {
+		return
+	}
+	for _, s := range w.Steps {
+		switch s := s.(type) {
+		case *grammar.Service:
+			fn(s)
+		case *grammar.Fork:
+			for _, b := range s.Branches {
+				walkServices(b, fn)
+			}
+		case *grammar.First:
+			for _, b := range s.Branches {
+				walkServices(b, fn)
+			}
+		case *grammar.Failover:
+			for _, b := range s.Branches {
+				walkServices(b, fn)
+			}
+		case *grammar.Choice:
+			for _, a := range s.Arms {
+				walkServices(a.Body, fn)
+			}
+		}
+	}
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func copyOutputs(m map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(m))
+	maps.Copy(out, m)
+	return out
+}
+
+// resume reloads what the journal says this peer still owns: workflow
+// records it is origin of, join records it holds, and packs it accepted but
+// had not moved on.
+func (n *Node) resume(ctx context.Context) error {
+	var errs []error
+	err := n.journal.ForEach(journal.BucketWorkflows, func(key string, value []byte) error {
+		var rec workflowRecord
+		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {
+			errs = append(errs, fmt.Errorf("workflow %s: %w", key, err))
+			return nil
+		}
+		n.workflows[key] = &rec
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var pending []*joinRecord
+	err = n.journal.ForEach(journal.BucketJoins, func(key string, value []byte) error {
+		var j joinRecord
+		if err := rpc.Dec.Unmarshal(value, &j); err != nil {
+			errs = append(errs, fmt.Errorf("join %s: %w", key, err))
+			return nil
+		}
+		n.joins[key] = &j
+		if j.Done && !j.Forwarded {
+			pending = append(pending, &j)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	type held struct {
+		key string
+		st  *heldState
+	}
+	var packs []held
+	err = n.journal.ForEach(journal.BucketPacks, func(key string, value []byte) error {
+		var st heldState
+		if err := rpc.Dec.Unmarshal(value, &st); err != nil {
+			errs = append(errs, fmt.Errorf("held pack %s: %w", key, err))
+			return nil
+		}
+		p, err := pack.Decode(st.PackRaw, n.limits)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("held pack %s: %w", key, err))
+			return nil
+		}
+		st.Pack = p
+		packs = append(packs, held{key, &st})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		n.log.Error("journal entry skipped", "err", e)
+	}
+	for _, h := range packs {
+		n.log.Info("resuming held pack", "key", h.key, "executed", h.st.Executed)
+		n.spawn(func(ctx context.Context) { n.process(ctx, h.key, h.st) })
+	}
+	for _, j := range pending {
+		n.log.Info("resuming finished join", "join", j.ID)
+		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, j) })
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package testnet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ManifestFile is the name of the manifest inside a testnet directory.
+const ManifestFile = "manifest.json"
+
+// Manifest describes a running testnet: where each node keeps its data and
+// how to reach it. `bedwe testnet up` writes it; every client verb's
+// --testnet flag and `bedwe testnet down` read it.
+type Manifest struct {
+	Dir       string    `json:"dir"`
+	Network   string    `json:"network"`
+	Binary    string    `json:"binary"`
+	Services  string    `json:"services"`
+	Zones     []string  `json:"zones"`
+	Announce  string    `json:"announce"`
+	StartedAt time.Time `json:"started_at"`
+	Nodes     []Node    `json:"nodes"`
+}
+
+// Node is one testnet process.
+type Node struct {
+	Index   int      `json:"index"`
+	PeerID  string   `json:"peer_id"`
+	PID     int      `json:"pid"`
+	Addrs   []string `json:"addrs"`
+	Zone    string   `json:"zone"`
+	DataDir string   `json:"data_dir"`
+	Listen  string   `json:"listen"`
+	Log     string   `json:"log"`
+}
+
+// LoadManifest reads DIR/manifest.json.
+func LoadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no testnet in %s (missing %s); start one with `bedwe testnet up --dir %s`", dir, ManifestFile, dir)
+		}
+		return nil, fmt.Errorf("read testnet manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("read testnet manifest %s: %w", path, err)
+	}
+	return &m, nil
+}
+
+// Save writes the manifest atomically.
+func (m *Manifest) Save() error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(m.Dir, ManifestFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// NodeStatus is a node of the manifest with whether its process runs.
+type NodeStatus struct {
+	Node
+	Running bool `json:"running"`
+}
+
+// Status reports every node and whether its process is running.
+func (m *Manifest) Status() []NodeStatus {
+	out := make([]NodeStatus, len(m.Nodes))
+	for i := range m.Nodes {
+		out[i] = NodeStatus{Node: m.Nodes[i], Running: m.alive(&m.Nodes[i])}
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package testnet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// nodeJSON is the part of DATA/node.json a testnet reads.
+type nodeJSON struct {
+	PeerID string   `json:"peer_id"`
+	Addrs  []string `json:"addrs"`
+	PID    int      `json:"pid"`
+}
+
+// presenceJSON is the part of DATA/presence.json a testnet reads.
+type presenceJSON struct {
+	Peers []struct {
+		ID string `json:"id"`
+	} `json:"peers"`
+}
+
+// args builds the command line of node i.
+func (m *Manifest) args(nd *Node, bootstrap []string) []string {
+	args := []string{"node",
+		"--data", nd.DataDir,
+		"--listen", nd.Listen,
+		"--zone", nd.Zone,
+		"--services", m.Services,
+		"--network", m.Network,
+		"--mdns=false",
+		"--announce", m.Announce,
+		"--log-level", "info",
+	}
+	for _, b := range bootstrap {
+		args = append(args, "--bootstrap", b)
+	}
+	return args
+}
+
+// start launches node nd as a detached process (its own session, so it
+// outlives the command that started it) logging to its data dir, and waits
+// for it to write node.json.
+func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) error {
+	if err := os.MkdirAll(nd.DataDir, 0o700); err != nil {
+		return fmt.Errorf("node %d: %w", nd.Index, err)
+	}
+	_ = os.Remove(filepath.Join(nd.DataDir, "node.json"))
+	logf, err := os.OpenFile(nd.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("node %d log: %w", nd.Index, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(m.Binary, m.args(nd, bootstrap)...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node %d: %w", nd.Index, err)
+	}
+	nd.PID = cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("node %d exited at start (%v); its log %s ends:\n%s", nd.Index, err, nd.Log, tail(nd.Log, 2000))
+		case <-ctx.Done():
+			_ = syscall.Kill(nd.PID, syscall.SIGKILL)
+			return ctx.Err()
+		case <-deadline.C:
+			_ = syscall.Kill(nd.PID, syscall.SIGKILL)
+			return fmt.Errorf("node %d wrote no node.json within 30s; log %s", nd.Index, nd.Log)
+		case <-tick.C:
+		}
+		var nj nodeJSON
+		if readJSON(filepath.Join(nd.DataDir, "node.json"), &nj) == nil && nj.PID == nd.PID {
+			nd.PeerID, nd.Addrs = nj.PeerID, nj.Addrs
+			return nil
+		}
+	}
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(data) > n {
+		data = data[len(data)-n:]
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return string(data)
+}
+
+// alive reports whether pid is a running bedwe node of this testnet (not a
+// recycled pid).
+func (m *Manifest) alive(nd *Node) bool {
+	if nd.PID <= 0 {
+		return false
+	}
+	if err := syscall.Kill(nd.PID, 0); err != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(nd.PID) + "/cmdline")
+	if err != nil {
+		return true // no /proc: trust the signal check
+	}
+	if bytes.Contains(cmdline, []byte("zombie")) {
+		return false
+	}
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(nd.PID) + "/stat")
+	if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+		return false
+	}
+	return bytes.Contains(cmdline, []byte(nd.DataDir))
+}
+
+// Kill sends sig to node i's process and, for SIGKILL, waits until it is gone.
+func (m *Manifest) Kill(i int, sig syscall.Signal) error {
+	nd := &m.Nodes[i]
+	if !m.alive(nd) {
+		return nil
+	}
+	if err := syscall.Kill(nd.PID, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal node %d (pid %d): %w", i, nd.PID, err)
+	}
+	if sig != syscall.SIGKILL {
+		return nil
+	}
+	return m.waitGone(nd, 10*time.Second)
+}
+
+func (m *Manifest) waitGone(nd *Node, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for m.alive(nd) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d (pid %d) still running after %s", nd.Index, nd.PID, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Restart starts node i again with the same data dir and listen address,
+// bootstrapping from the live nodes.
+func (m *Manifest) Restart(ctx context.Context, i int) error {
+	nd := &m.Nodes[i]
+	if m.alive(nd) {
+		return fmt.Errorf("node %d is still running (pid %d)", i, nd.PID)
+	}
+	if err := m.start(ctx, nd, m.bootstrapFor(i)); err != nil {
+		return err
+	}
+	return m.Save()
+}
+
+// bootstrapFor lists up to three other live nodes' addresses.
+func (m *Manifest) bootstrapFor(i int) []string {
+	var out []string
+	for k := range m.Nodes {
+		nd := &m.Nodes[k]
+		if k == i || len(nd.Addrs) == 0 || !m.alive(nd) {
+			continue
+		}
+		out = append(out, nd.Addrs[0])
+		if len(out) == 3 {
+			break
+		}
+	}
+	return out
+}
