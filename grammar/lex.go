@@ -16,27 +16,27 @@ import (
 type itemType int
 
 const (
-	itemError    itemType = iota // lexical error; val holds the message
-	itemEOF                      // end of input
-	itemName                     // NAME: service name, attribute key or value
-	itemLParen                   // (
-	itemRParen                   // )
-	itemComma                    // ,
-	itemLBracket                 // [
-	itemRBracket                 // ]
-	itemAssign                   // =
-	itemGuard                    // guard expression text between IF( and its matching )
-	itemKeyword                  // marks the start of the keywords; not emitted
-	itemFork                     // FORK
-	itemSync                     // SYNC
-	itemChoice                   // CHOICE
-	itemEndChoice                // ENDCHOICE
-	itemIf                       // IF
-	itemElse                     // ELSE
-	itemFirst                    // FIRST
-	itemEndFirst                 // ENDFIRST
-	itemFailover                 // FAILOVER
-	itemEndFailover              // ENDFAILOVER
+	itemError       itemType = iota // lexical error; val holds the message
+	itemEOF                         // end of input
+	itemName                        // NAME: service name, attribute key or value
+	itemLParen                      // (
+	itemRParen                      // )
+	itemComma                       // ,
+	itemLBracket                    // [
+	itemRBracket                    // ]
+	itemAssign                      // =
+	itemGuard                       // guard expression text between IF( and its matching )
+	itemKeyword                     // marks the start of the keywords; not emitted
+	itemFork                        // FORK
+	itemSync                        // SYNC
+	itemChoice                      // CHOICE
+	itemEndChoice                   // ENDCHOICE
+	itemIf                          // IF
+	itemElse                        // ELSE
+	itemFirst                       // FIRST
+	itemEndFirst                    // ENDFIRST
+	itemFailover                    // FAILOVER
+	itemEndFailover                 // ENDFAILOVER
 )
 
 // keywords maps each reserved word to its item type.

@@ -49,8 +49,8 @@ type Watcher struct {
 	onSuspect func(Suspicion)
 
 	mu       sync.Mutex
-	subjects map[string]*subject // guarded by mu
-	closed   bool                // guarded by mu
+	subjects *table // guarded by mu
+	closed   bool   // guarded by mu
 
 	deliverMu sync.Mutex // serialises onSuspect
 	stats     counters
@@ -62,14 +62,6 @@ type Watcher struct {
 	// confirmDone, if set (by tests), is called when a confirmation has
 	// been settled, after its timer is stopped.
 	confirmDone func(key string)
-}
-
-// subject is one watched key. All fields are guarded by Watcher.mu.
-type subject struct {
-	det        Detector
-	heard      time.Time // last beat, or Watch
-	deadline   time.Time // det.Deadline(), cached for the check loop
-	confirming bool      // a Confirm call is in flight for it
 }
 
 // NewWatcher starts a Watcher on clock with cfg, calling onSuspect for each
@@ -97,12 +89,13 @@ func NewWatcher(clock clockwork.Clock, cfg Config, onSuspect func(Suspicion)) (*
 		p:         newParams(cfg),
 		log:       log,
 		onSuspect: onSuspect,
-		subjects:  make(map[string]*subject),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
 	timer := clock.NewTimer(cfg.CheckInterval)
-	due := clock.Now().Add(cfg.CheckInterval)
+	start := clock.Now()
+	w.subjects = newTable(start)
+	due := start.Add(cfg.CheckInterval)
 	w.wg.Add(1)
 	go w.run(timer, due)
 	return w, nil
@@ -114,7 +107,7 @@ func NewWatcher(clock clockwork.Clock, cfg Config, onSuspect func(Suspicion)) (*
 // being confirmed. It returns ErrClosed after Close.
 func (w *Watcher) Watch(key string) error {
 	now := w.clock.Now()
-	s := &subject{heard: now}
+	s := &subject{key: key, heard: now}
 	s.det.init(w.p)
 	s.det.Heartbeat(now)
 	s.deadline = s.det.Deadline()
@@ -124,7 +117,7 @@ func (w *Watcher) Watch(key string) error {
 	if w.closed {
 		return fmt.Errorf("watch %q: %w", key, ErrClosed)
 	}
-	w.subjects[key] = s
+	w.subjects.put(s)
 	return nil
 }
 
@@ -135,11 +128,12 @@ func (w *Watcher) Watch(key string) error {
 func (w *Watcher) Beat(key string) bool {
 	now := w.clock.Now()
 	w.mu.Lock()
-	s, ok := w.subjects[key]
+	s, ok := w.subjects.get(key)
 	if ok {
 		s.det.Heartbeat(now)
 		s.heard = now
 		s.deadline = s.det.Deadline()
+		w.subjects.refresh(s)
 	}
 	w.mu.Unlock()
 	if ok {
@@ -154,8 +148,10 @@ func (w *Watcher) Beat(key string) bool {
 func (w *Watcher) Unwatch(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.subjects[key]
-	delete(w.subjects, key)
+	s, ok := w.subjects.get(key)
+	if ok {
+		w.subjects.remove(s)
+	}
 	return ok
 }
 
@@ -164,7 +160,7 @@ func (w *Watcher) Phi(key string) (float64, bool) {
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s, ok := w.subjects[key]
+	s, ok := w.subjects.get(key)
 	if !ok {
 		return 0, false
 	}
@@ -174,7 +170,7 @@ func (w *Watcher) Phi(key string) (float64, bool) {
 // Stats returns the Watcher's counters.
 func (w *Watcher) Stats() Stats {
 	w.mu.Lock()
-	n := len(w.subjects)
+	n := w.subjects.len()
 	w.mu.Unlock()
 	return w.stats.snapshot(n)
 }
@@ -222,11 +218,12 @@ func (w *Watcher) run(timer clockwork.Timer, due time.Time) {
 // measure every silence from now.
 func (w *Watcher) forgive(now time.Time, late time.Duration) {
 	w.mu.Lock()
-	for _, s := range w.subjects {
+	for _, s := range w.subjects.subs {
 		s.det.restart(now)
 		s.deadline = s.det.Deadline()
+		w.subjects.refresh(s)
 	}
-	n := len(w.subjects)
+	n := w.subjects.len()
 	w.mu.Unlock()
 	w.stats.lateTicks.Add(1)
 	w.log.Warn("heartbeat: check timer ran late; accusing nobody and restarting every silence",
@@ -238,27 +235,32 @@ func (w *Watcher) forgive(now time.Time, late time.Duration) {
 func (w *Watcher) check(now time.Time) {
 	w.stats.checks.Add(1)
 	var silent []Suspicion
-	var confirm []string
+	var confirm []*subject
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return
 	}
-	for key, s := range w.subjects {
-		if now.Before(s.deadline) {
+	t := w.subjects
+	nowOff := t.offset(now)
+	// From the end down, so removing the current subject is safe.
+	for i := len(t.due) - 1; i >= 0; i-- {
+		if t.due[i] > nowOff {
 			continue
 		}
+		s := t.subs[i]
 		if w.cfg.Confirm != nil {
 			s.confirming = true
-			confirm = append(confirm, key)
+			t.refresh(s)
+			confirm = append(confirm, s)
 			continue
 		}
-		delete(w.subjects, key)
-		silent = append(silent, Suspicion{Key: key, Silence: now.Sub(s.heard), At: now})
+		t.remove(s)
+		silent = append(silent, Suspicion{Key: s.key, Silence: now.Sub(s.heard), At: now})
 	}
-	for _, key := range confirm {
-		w.wg.Add(1)
-		go w.confirm(key, w.subjects[key])
+	w.wg.Add(len(confirm))
+	for _, s := range confirm {
+		go w.confirm(s)
 	}
 	w.mu.Unlock()
 
@@ -270,7 +272,8 @@ func (w *Watcher) check(now time.Time) {
 
 // confirm asks Config.Confirm about one overdue subject and then either
 // withdraws the suspicion or delivers it.
-func (w *Watcher) confirm(key string, s *subject) {
+func (w *Watcher) confirm(s *subject) {
+	key := s.key
 	defer w.wg.Done()
 	if w.confirmDone != nil {
 		defer w.confirmDone(key)
@@ -282,7 +285,7 @@ func (w *Watcher) confirm(key string, s *subject) {
 	cancel(nil)
 
 	w.mu.Lock()
-	if w.closed || w.subjects[key] != s {
+	if cur, ok := w.subjects.get(key); w.closed || !ok || cur != s {
 		// Closed, unwatched or watched afresh meanwhile: not ours to judge.
 		w.mu.Unlock()
 		return
@@ -295,12 +298,13 @@ func (w *Watcher) confirm(key string, s *subject) {
 			s.det.restart(now)
 			s.deadline = s.det.Deadline()
 		}
+		w.subjects.refresh(s)
 		w.mu.Unlock()
 		w.stats.withdrawn.Add(1)
 		w.log.Info("heartbeat: suspicion withdrawn", "key", key, "confirmed_by_others", heard)
 		return
 	}
-	delete(w.subjects, key)
+	w.subjects.remove(s)
 	w.mu.Unlock()
 	w.deliver(Suspicion{Key: key, Silence: now.Sub(s.heard), At: now})
 }

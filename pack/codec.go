@@ -47,11 +47,11 @@ func Encode(p *Pack) ([]byte, error) {
 	}
 	w, err := toWire(p)
 	if err != nil {
-		return nil, fmt.Errorf("encode pack %s: %w", p.WorkflowID, err)
+		return nil, fmt.Errorf("encode pack %q: %w", p.WorkflowID, err)
 	}
 	body, err := encMode.Marshal(w)
 	if err != nil {
-		return nil, fmt.Errorf("encode pack %s: %w", p.WorkflowID, err)
+		return nil, fmt.Errorf("encode pack %q: %w", p.WorkflowID, err)
 	}
 	out := make([]byte, headerLen+len(body))
 	copy(out, magic[:])
@@ -61,16 +61,17 @@ func Encode(p *Pack) ([]byte, error) {
 }
 
 // Decode parses a pack in wire form and checks it against lim (zero fields
-// take their DefaultLimits value). The size limit is enforced before any
-// parsing, the nesting and list limits while parsing, and everything else by
-// Validate afterwards. Errors wrap ErrNotPack, ErrVersion or ErrInvalid
-// (a *ValidationError naming the field and the limit), or describe malformed
-// CBOR.
+// take their DefaultLimits value), in this order: the size limit before
+// anything else; then one pass over the bytes that bounds nesting and the
+// memory decoding will take (8×MaxBytes, at least 8 MiB); the list limits
+// while parsing; everything else through Validate. Errors wrap ErrNotPack,
+// ErrVersion or ErrInvalid (a *ValidationError naming the field and the
+// limit), or describe malformed CBOR. The pack shares no memory with b.
 func Decode(b []byte, lim Limits) (*Pack, error) {
 	lim = lim.withDefaults()
 	if len(b) > lim.MaxBytes {
-		return nil, &ValidationError{Field: "pack", Limit: "MaxBytes",
-			Reason: fmt.Sprintf("%d bytes, over MaxBytes=%d", len(b), lim.MaxBytes)}
+		return nil, fmt.Errorf("decode pack: %w", &ValidationError{Field: "pack", Limit: "MaxBytes",
+			Reason: fmt.Sprintf("%d bytes, over MaxBytes=%d", len(b), lim.MaxBytes)})
 	}
 	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
 		n := min(len(b), len(magic))
@@ -78,6 +79,9 @@ func Decode(b []byte, lim Limits) (*Pack, error) {
 	}
 	if v := b[len(magic)]; v != WireVersion {
 		return nil, fmt.Errorf("decode pack: %w %d (this peer speaks version %d; upgrade the older side)", ErrVersion, v, WireVersion)
+	}
+	if _, err := prescan(b[headerLen:], maxNestedLevels(lim), decodeMemBudget(lim), lim); err != nil {
+		return nil, fmt.Errorf("decode pack: %w", err)
 	}
 	dm, err := decModeFor(lim)
 	if err != nil {
@@ -89,7 +93,7 @@ func Decode(b []byte, lim Limits) (*Pack, error) {
 	}
 	p, err := fromWire(&w)
 	if err != nil {
-		return nil, fmt.Errorf("decode pack %s: %w", w.WorkflowID, err)
+		return nil, fmt.Errorf("decode pack: %w", err)
 	}
 	if err := p.Validate(lim); err != nil {
 		return nil, fmt.Errorf("decode pack: %w", err)
@@ -119,6 +123,11 @@ func cborError(err error, lim Limits) error {
 	return err
 }
 
+// maxNestedLevels is the CBOR nesting a pack within lim can need: a
+// pattern costs up to four levels (step map, arm list, arm map, body list);
+// the pack map, lists and peers add a few more.
+func maxNestedLevels(lim Limits) int { return min(4*lim.MaxDepth+8, 65535) }
+
 // decModes caches one CBOR decoding mode per Limits value.
 var decModes sync.Map // Limits -> cbor.DecMode
 
@@ -126,9 +135,7 @@ func decModeFor(lim Limits) (cbor.DecMode, error) {
 	if dm, ok := decModes.Load(lim); ok {
 		return dm.(cbor.DecMode), nil
 	}
-	// A pattern costs up to four CBOR levels (step map, arm list, arm map,
-	// body list); the pack map, lists and peers add a few more.
-	nested := min(4*lim.MaxDepth+8, 65535)
+	nested := maxNestedLevels(lim)
 	elems := max(lim.MaxServices, lim.MaxTrace, lim.MaxBranches, lim.MaxFrames, 16)
 	dm, err := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,

@@ -348,3 +348,16 @@ func TestGolden(t *testing.T) {
 		t.Errorf("Decode(golden) = %+v, want %+v", dec, p)
 	}
 }
+
+func TestDecodedPackDoesNotAliasInput(t *testing.T) {
+	// Stream readers reuse their buffers: a decoded pack must own its bytes.
+	b := mustEncode(t, fullPack())
+	p, err := Decode(b, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b)
+	if want := fullPack(); !reflect.DeepEqual(p, want) {
+		t.Errorf("pack changed when the input buffer was overwritten:\n got %+v\nwant %+v", p, want)
+	}
+}

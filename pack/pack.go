@@ -64,20 +64,33 @@ const (
 
 // TraceEntry records one attempt of one step.
 type TraceEntry struct {
-	Path    string    `cbor:"1,keyasint" json:"path"`
-	Service string    `cbor:"2,keyasint" json:"service"`
-	Peer    string    `cbor:"3,keyasint" json:"peer"`
-	Zone    string    `cbor:"4,keyasint,omitempty" json:"zone,omitempty"`
-	Start   time.Time `cbor:"5,keyasint" json:"start"`
-	End     time.Time `cbor:"6,keyasint" json:"end"`
-	Attempt int       `cbor:"7,keyasint" json:"attempt"`
-	Outcome Outcome   `cbor:"8,keyasint" json:"outcome"`
+	// Path is the step's path (grammar.Service.Path).
+	Path string `cbor:"1,keyasint" json:"path"`
+	// Service is the service name that ran.
+	Service string `cbor:"2,keyasint" json:"service"`
+	// Peer is the ID of the peer that ran it.
+	Peer string `cbor:"3,keyasint" json:"peer"`
+	// Zone is that peer's zone.
+	Zone string `cbor:"4,keyasint,omitempty" json:"zone,omitempty"`
+	// Start and End bound the attempt; they travel with nanosecond
+	// precision and come back in UTC.
+	Start time.Time `cbor:"5,keyasint" json:"start"`
+	End   time.Time `cbor:"6,keyasint" json:"end"`
+	// Attempt is the attempt number the step ran under.
+	Attempt int `cbor:"7,keyasint" json:"attempt"`
+	// Outcome says how the attempt ended.
+	Outcome Outcome `cbor:"8,keyasint" json:"outcome"`
 	// Note explains a failure or why the attempt was superseded.
 	Note string `cbor:"9,keyasint,omitempty" json:"note,omitempty"`
 }
 
 // Pack is a message pack. Its Workflow always starts with the service the
 // receiving peer must run (CHOICEs ahead of it were resolved by the sender).
+//
+// On the wire (Encode, Decode) a pack is a CBOR map with integer keys; the
+// cbor tags on Peer, Frame and TraceEntry give the keys their wire forms
+// use. Step positions (grammar.Pos) are not sent, times arrive in UTC, and
+// empty lists and maps arrive as nil.
 type Pack struct {
 	// WorkflowID identifies the submitted workflow.
 	WorkflowID string

@@ -1,8 +1,12 @@
 package pack
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +214,56 @@ func TestLimitsZeroMeansDefault(t *testing.T) {
 	want.MaxHops = 3
 	if got != want {
 		t.Errorf("partial limits = %+v, want %+v", got, want)
+	}
+}
+
+func TestDecodeRefusesMemoryBlowUpBeforeAllocating(t *testing.T) {
+	// 2 MB of empty maps in the branches of one FORK: each would decode
+	// into a step struct of over 100 bytes, about 240 MB in all.
+	const arrays, perArray = 20, 100_000
+	b := []byte{'B', 'P', 1,
+		0xa1, 0x03, // {3: workflow
+		0x81,                   // [ one step
+		0xa2, 0x01, 0x02, 0x05, // {1: FORK, 5: branches
+		0x80 | arrays, // [ 20 branches (count in the initial byte)
+	}
+	for range arrays {
+		b = binary.BigEndian.AppendUint32(append(b, 0x9a), perArray)
+		b = append(b, bytes.Repeat([]byte{0xa0}, perArray)...)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Decode(b, Limits{})
+	runtime.ReadMemStats(&after)
+	checkValidationError(t, "Decode", err, "pack", "MaxBytes", "would take over")
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("Decode allocated %d MB before refusing", got>>20)
+	}
+}
+
+func TestPrescanPassesHonestPacksAtTheLimits(t *testing.T) {
+	// The largest honest shapes the default limits allow must pass the
+	// memory bound: MaxServices services with attributes and MaxTrace
+	// trace entries. The estimate grows linearly with the count, so a
+	// pack of 1/100 of that size, scaled up, stands for the full one
+	// (which is slow to build under -race).
+	lim := DefaultLimits()
+	const scale = 100
+	p := residualPack(lim.MaxServices/scale, 0)
+	p.Trace = make([]TraceEntry, lim.MaxTrace/scale)
+	for i := range p.Trace {
+		p.Trace[i] = TraceEntry{Path: "0", Service: "S", Peer: "p", Outcome: OutcomeOK}
+	}
+	b := mustEncode(t, p)
+	mem, err := prescan(b[headerLen:], maxNestedLevels(lim), math.MaxInt, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("estimate for the full pack: %d MB of a %d MB budget", mem*scale>>20, decodeMemBudget(lim)>>20)
+	if full := mem * scale; full > decodeMemBudget(lim) {
+		t.Errorf("a full-size honest pack would be estimated at %d bytes, over the budget of %d", full, decodeMemBudget(lim))
+	}
+	if mem < len(b) {
+		t.Errorf("estimate %d is below the body size %d", mem, len(b))
 	}
 }

@@ -133,8 +133,10 @@ var localLayouts = []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-
 // an offset, which is then read in loc.
 func ParseInstant(s string, loc *time.Location) (time.Time, error) {
 	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
 	}
 	for _, layout := range localLayouts {
 		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
@@ -142,4 +144,15 @@ func ParseInstant(s string, loc *time.Location) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("bad instant %q: want RFC 3339 (2024-03-02T16:00:00+02:00) or local 2024-03-02T16:00", s)
+}
+
+// minutesText renders a duration in minutes as "30m", "2h", "2h30m".
+func minutesText(m int) string {
+	switch {
+	case m%60 == 0:
+		return fmt.Sprintf("%dh", m/60)
+	case m < 60:
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%02dm", m/60, m%60)
 }

@@ -204,7 +204,7 @@ func validateTable(z *Zone, ps *problems) {
 		}
 		a, b := span(r.Start, r.End)
 		if d := b - a; d < minBlock || d >= maxBlock {
-			ps.warnf(r.pos, "zone %s: window %s-%s lasts %s: blocks usually last 2h to 4h30", z.Name, r.Start, r.End, time.Duration(d)*time.Minute)
+			ps.warnf(r.pos, "zone %s: window %s-%s lasts %s: blocks usually last 2h to 4h30", z.Name, r.Start, r.End, minutesText(d))
 		}
 		key := fmt.Sprintf("%d/%s/%d/%d/%d", r.Day, r.Date, r.Start, r.End, r.Stage)
 		if seen[key] {

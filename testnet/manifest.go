@@ -16,14 +16,16 @@ const ManifestFile = "manifest.json"
 // how to reach it. `bedwe testnet up` writes it; every client verb's
 // --testnet flag and `bedwe testnet down` read it.
 type Manifest struct {
-	Dir       string    `json:"dir"`
-	Network   string    `json:"network"`
-	Binary    string    `json:"binary"`
-	Services  string    `json:"services"`
-	Zones     []string  `json:"zones"`
-	Announce  string    `json:"announce"`
-	StartedAt time.Time `json:"started_at"`
-	Nodes     []Node    `json:"nodes"`
+	Dir      string   `json:"dir"`
+	Network  string   `json:"network"`
+	Binary   string   `json:"binary"`
+	Services string   `json:"services"`
+	Zones    []string `json:"zones"`
+	Announce string   `json:"announce"`
+	// NoPeerWait is passed to every node as --no-peer-wait when set.
+	NoPeerWait string    `json:"no_peer_wait,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	Nodes      []Node    `json:"nodes"`
 }
 
 // Node is one testnet process.
@@ -36,6 +38,8 @@ type Node struct {
 	DataDir string   `json:"data_dir"`
 	Listen  string   `json:"listen"`
 	Log     string   `json:"log"`
+	// Services overrides the testnet's services file for this node.
+	Services string `json:"services,omitempty"`
 }
 
 // LoadManifest reads DIR/manifest.json.

@@ -30,15 +30,22 @@ type presenceJSON struct {
 
 // args builds the command line of node i.
 func (m *Manifest) args(nd *Node, bootstrap []string) []string {
+	services := m.Services
+	if nd.Services != "" {
+		services = nd.Services
+	}
 	args := []string{"node",
 		"--data", nd.DataDir,
 		"--listen", nd.Listen,
 		"--zone", nd.Zone,
-		"--services", m.Services,
+		"--services", services,
 		"--network", m.Network,
 		"--mdns=false",
 		"--announce", m.Announce,
 		"--log-level", "info",
+	}
+	if m.NoPeerWait != "" {
+		args = append(args, "--no-peer-wait", m.NoPeerWait)
 	}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)

@@ -48,6 +48,12 @@ type Options struct {
 	Progress io.Writer
 	// ConnectTimeout bounds the wait for every node to see every other.
 	ConnectTimeout time.Duration
+	// NodeServices, when set, gives node i its own services file text
+	// (nodes for which it returns "" get Services).
+	NodeServices func(i int) string
+	// NoPeerWait is how long a node waits for a provider of the next
+	// service before failing the workflow (0: the node's default).
+	NoPeerWait time.Duration
 }
 
 func (o *Options) fill() error {
@@ -123,18 +129,30 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		Announce:  opts.Announce.String(),
 		StartedAt: time.Now().UTC(),
 	}
+	if opts.NoPeerWait > 0 {
+		m.NoPeerWait = opts.NoPeerWait.String()
+	}
 	for z := range opts.Zones {
 		m.Zones = append(m.Zones, "z"+strconv.Itoa(z))
 	}
 	for i := range opts.Nodes {
 		nd := filepath.Join(dir, "node-"+strconv.Itoa(i))
-		m.Nodes = append(m.Nodes, Node{
+		node := Node{
 			Index:   i,
 			Zone:    m.Zones[i%opts.Zones],
 			DataDir: nd,
 			Listen:  "/ip4/127.0.0.1/tcp/0",
 			Log:     filepath.Join(nd, "node.log"),
-		})
+		}
+		if opts.NodeServices != nil {
+			if text := opts.NodeServices(i); text != "" {
+				node.Services = filepath.Join(dir, "services-"+strconv.Itoa(i)+".yaml")
+				if err := os.WriteFile(node.Services, []byte(text), 0o644); err != nil {
+					return nil, fmt.Errorf("write services file of node %d: %w", i, err)
+				}
+			}
+		}
+		m.Nodes = append(m.Nodes, node)
 	}
 	fail := func(err error) (*Manifest, error) {
 		_ = m.Save()

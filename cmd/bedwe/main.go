@@ -41,7 +41,7 @@ func main() {
 		},
 		HideHelpCommand: true,
 	}
-	if err := app.Run(os.Args); err != nil {
+	if err := app.Run(permuteArgs(app, os.Args)); err != nil {
 		var coder cli.ExitCoder
 		if errors.As(err, &coder) {
 			if msg := err.Error(); msg != "" {

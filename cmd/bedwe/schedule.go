@@ -40,7 +40,7 @@ func newScheduleCommand(clock clockwork.Clock) *cli.Command {
 }
 
 func scheduleCheckCommand() *cli.Command {
-	return interspersed(&cli.Command{
+	return schedInterspersed(&cli.Command{
 		Name:      "check",
 		Usage:     "validate a schedule file and summarise it",
 		ArgsUsage: "FILE",
@@ -50,11 +50,11 @@ func scheduleCheckCommand() *cli.Command {
 			"Examples:\n" +
 			"   bedwe schedule check examples/schedules/staged-city.yaml\n" +
 			"   bedwe schedule check mine.yaml -o json",
-		Flags: []cli.Flag{outputFlag()},
+		Flags: []cli.Flag{schedOutputFlag()},
 	}, runScheduleCheck)
 }
 
-type checkReport struct {
+type schedCheckReport struct {
 	File       string         `json:"file"`
 	OK         bool           `json:"ok"`
 	Zones      int            `json:"zones"`
@@ -62,10 +62,10 @@ type checkReport struct {
 	IssuedAt   *time.Time     `json:"issued_at,omitempty"`
 	KnownUntil *time.Time     `json:"known_until,omitempty"`
 	Warnings   int            `json:"warnings"`
-	Problems   []problemEntry `json:"problems"`
+	Problems   []schedProblemEntry `json:"problems"`
 }
 
-type problemEntry struct {
+type schedProblemEntry struct {
 	Line     int    `json:"line,omitempty"`
 	Col      int    `json:"col,omitempty"`
 	Severity string `json:"severity"`
@@ -74,10 +74,10 @@ type problemEntry struct {
 
 func runScheduleCheck(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usageError(c, "want exactly one schedule FILE")
+		return schedUsageError(c, "want exactly one schedule FILE")
 	}
 	path := c.Args().First()
-	rep := checkReport{File: path, Problems: []problemEntry{}}
+	rep := schedCheckReport{File: path, Problems: []schedProblemEntry{}}
 	s, err := schedule.Load(path)
 	var pe *schedule.ProblemError
 	var ps []schedule.Problem
@@ -94,7 +94,7 @@ func runScheduleCheck(c *cli.Context) error {
 	}
 	errs := 0
 	for _, p := range ps {
-		rep.Problems = append(rep.Problems, problemEntry{p.Pos.Line, p.Pos.Col, p.Severity.String(), p.Msg})
+		rep.Problems = append(rep.Problems, schedProblemEntry{p.Pos.Line, p.Pos.Col, p.Severity.String(), p.Msg})
 		if p.Severity == schedule.Error {
 			errs++
 		} else {
@@ -103,12 +103,12 @@ func runScheduleCheck(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if c.String("output") == "json" {
-		if err := writeJSON(w, rep); err != nil {
+		if err := schedWriteJSON(w, rep); err != nil {
 			return err
 		}
 	} else {
 		for _, p := range ps {
-			fmt.Fprintln(w, problemLine(path, p))
+			fmt.Fprintln(w, schedProblemLine(path, p))
 		}
 		if rep.OK {
 			fmt.Fprintf(w, "%s: ok: %d zones, %d feeds, issued_at %s, known_until %s, %d warnings\n",
@@ -121,7 +121,7 @@ func runScheduleCheck(c *cli.Context) error {
 	return nil
 }
 
-func problemLine(file string, p schedule.Problem) string {
+func schedProblemLine(file string, p schedule.Problem) string {
 	if p.Pos.Line == 0 {
 		return fmt.Sprintf("%s: %s: %s", file, p.Severity, p.Msg)
 	}
@@ -129,7 +129,7 @@ func problemLine(file string, p schedule.Problem) string {
 }
 
 func scheduleShowCommand(clock clockwork.Clock) *cli.Command {
-	return interspersed(&cli.Command{
+	return schedInterspersed(&cli.Command{
 		Name:      "show",
 		Usage:     "print a zone's dark windows over a period, with a 24-column-per-day bar",
 		ArgsUsage: "FILE",
@@ -144,12 +144,12 @@ func scheduleShowCommand(clock clockwork.Clock) *cli.Command {
 			&cli.StringFlag{Name: "zone", Usage: "zone to show (may be omitted if the schedule has one zone)"},
 			&cli.StringFlag{Name: "from", Value: "now", Usage: "start: RFC 3339, local date-time, or \"now\""},
 			&cli.IntFlag{Name: "hours", Value: 24, Usage: "length of the period in hours"},
-			outputFlag(),
+			schedOutputFlag(),
 		},
 	}, func(c *cli.Context) error { return runScheduleShow(c, clock) })
 }
 
-type showReport struct {
+type schedShowReport struct {
 	Zone        string            `json:"zone"`
 	Feed        string            `json:"feed,omitempty"`
 	TimeZone    string            `json:"timezone"`
@@ -163,7 +163,7 @@ type showReport struct {
 
 func runScheduleShow(c *cli.Context, clock clockwork.Clock) error {
 	if c.NArg() != 1 {
-		return usageError(c, "want exactly one schedule FILE")
+		return schedUsageError(c, "want exactly one schedule FILE")
 	}
 	s, err := schedule.Load(c.Args().First())
 	if err != nil {
@@ -185,7 +185,7 @@ func runScheduleShow(c *cli.Context, clock clockwork.Clock) error {
 	if z == nil {
 		return cli.Exit(fmt.Sprintf("zone %q is not in the schedule: want --zone with one of %s", zone, strings.Join(names, ", ")), 1)
 	}
-	from, err := parseWhen(c.String("from"), loc, clock)
+	from, err := schedParseWhen(c.String("from"), loc, clock)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
@@ -200,25 +200,25 @@ func runScheduleShow(c *cli.Context, clock clockwork.Clock) error {
 	from = from.In(loc)
 	to := from.Add(time.Duration(hours) * time.Hour)
 	st, _ := s.StateAt(zone, from)
-	rep := showReport{Zone: zone, Feed: z.Feed, TimeZone: s.TimeZone, From: from, To: to, State: st, KnownUntil: s.KnownUntil.In(loc), Windows: []schedule.Window{}}
+	rep := schedShowReport{Zone: zone, Feed: z.Feed, TimeZone: s.TimeZone, From: from, To: to, State: st, KnownUntil: s.KnownUntil.In(loc), Windows: []schedule.Window{}}
 	for _, w := range s.Windows(zone, from, to) {
 		w.Start, w.End = w.Start.In(loc), w.End.In(loc)
 		rep.Windows = append(rep.Windows, w)
 	}
-	if u := firstUnknown(s, zone, from, to); !u.IsZero() {
+	if u := schedFirstUnknown(s, zone, from, to); !u.IsZero() {
 		u = u.In(loc)
 		rep.UnknownFrom = &u
 	}
 	if c.String("output") == "json" {
-		return writeJSON(c.App.Writer, rep)
+		return schedWriteJSON(c.App.Writer, rep)
 	}
-	printShow(c.App.Writer, s, rep)
+	schedPrintShow(c.App.Writer, s, rep)
 	return nil
 }
 
-// firstUnknown returns the first instant in [from, to) at which the zone is
+// schedFirstUnknown returns the first instant in [from, to) at which the zone is
 // Unknown, or the zero time.
-func firstUnknown(s *schedule.Schedule, zone string, from, to time.Time) time.Time {
+func schedFirstUnknown(s *schedule.Schedule, zone string, from, to time.Time) time.Time {
 	for t := from; t.Before(to); {
 		until, next := s.PoweredUntil(zone, t)
 		switch {
@@ -246,7 +246,7 @@ func firstUnknown(s *schedule.Schedule, zone string, from, to time.Time) time.Ti
 	return time.Time{}
 }
 
-func printShow(w io.Writer, s *schedule.Schedule, r showReport) {
+func schedPrintShow(w io.Writer, s *schedule.Schedule, r schedShowReport) {
 	const layout = "Mon 2006-01-02 15:04"
 	feed := "no stage feed"
 	if r.Feed != "" {
@@ -265,7 +265,7 @@ func printShow(w io.Writer, s *schedule.Schedule, r showReport) {
 		if win.Stage > 0 {
 			stage = fmt.Sprintf("  stage %d", win.Stage)
 		}
-		fmt.Fprintf(w, "  %s → %s  %-7s%s  %s\n", win.Start.Format(layout), end, shortDuration(win.Duration()), stage, win.Source)
+		fmt.Fprintf(w, "  %s → %s  %-7s%s  %s\n", win.Start.Format(layout), end, schedShortDuration(win.Duration()), stage, win.Source)
 	}
 	if r.UnknownFrom != nil {
 		fmt.Fprintf(w, "  unknown from %s (known_until %s)\n", r.UnknownFrom.Format(layout), r.KnownUntil.Format(layout))
@@ -278,20 +278,20 @@ func printShow(w io.Writer, s *schedule.Schedule, r showReport) {
 		for h := 0; h < 24; h++ {
 			a := time.Date(day.Year(), day.Month(), day.Day(), h, 0, 0, 0, loc)
 			b := time.Date(day.Year(), day.Month(), day.Day(), h+1, 0, 0, 0, loc)
-			bar.WriteString(hourCell(s, r, a, b))
+			bar.WriteString(schedHourCell(s, r, a, b))
 		}
 		fmt.Fprintf(w, "%-15s|%s|\n", day.Format("Mon 2006-01-02"), bar.String())
 	}
 }
 
-// hourCell renders one hour of the bar.
-func hourCell(s *schedule.Schedule, r showReport, a, b time.Time) string {
+// schedHourCell renders one hour of the bar.
+func schedHourCell(s *schedule.Schedule, r schedShowReport, a, b time.Time) string {
 	if !b.After(r.From) || !a.Before(r.To) || !b.After(a) {
 		return " "
 	}
 	var dark time.Duration
 	for _, w := range r.Windows {
-		lo, hi := maxT(w.Start, a), minT(w.End, b)
+		lo, hi := schedMaxT(w.Start, a), schedMinT(w.End, b)
 		if hi.After(lo) {
 			dark += hi.Sub(lo)
 		}
@@ -308,28 +308,28 @@ func hourCell(s *schedule.Schedule, r showReport, a, b time.Time) string {
 	return " "
 }
 
-func shortDuration(d time.Duration) string {
+func schedShortDuration(d time.Duration) string {
 	s := d.Round(time.Minute).String()
 	s = strings.TrimSuffix(s, "0s")
 	return strings.TrimSuffix(s, "h0m") + map[bool]string{true: "h", false: ""}[strings.HasSuffix(s, "h0m")]
 }
 
-func maxT(a, b time.Time) time.Time {
+func schedMaxT(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
 	return a
 }
 
-func minT(a, b time.Time) time.Time {
+func schedMinT(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
 	}
 	return a
 }
 
-// parseWhen reads "now", RFC 3339 or a local date-time in loc.
-func parseWhen(v string, loc *time.Location, clock clockwork.Clock) (time.Time, error) {
+// schedParseWhen reads "now", RFC 3339 or a local date-time in loc.
+func schedParseWhen(v string, loc *time.Location, clock clockwork.Clock) (time.Time, error) {
 	if v == "now" {
 		return clock.Now(), nil
 	}
@@ -341,7 +341,7 @@ func parseWhen(v string, loc *time.Location, clock clockwork.Clock) (time.Time, 
 }
 
 func scheduleImportCommand(clock clockwork.Clock) *cli.Command {
-	return interspersed(&cli.Command{
+	return schedInterspersed(&cli.Command{
 		Name:      "import",
 		Usage:     "convert real-world timetables into the bedwe schedule format",
 		ArgsUsage: "FILE...",
@@ -370,23 +370,23 @@ func scheduleImportCommand(clock clockwork.Clock) *cli.Command {
 	}, func(c *cli.Context) error { return runScheduleImport(c, clock) })
 }
 
-type importer func(io.Reader, importers.Options) (*schedule.Schedule, []schedule.Problem, error)
+type schedImporter func(io.Reader, importers.Options) (*schedule.Schedule, []schedule.Problem, error)
 
-var importerByName = map[string]importer{
+var schedImporters = map[string]schedImporter{
 	"csv": importers.CSV, "stage-yaml": importers.StageYAML, "area-json": importers.AreaJSON, "feeder": importers.Feeder,
 }
 
 func runScheduleImport(c *cli.Context, clock clockwork.Clock) error {
-	imp := importerByName[c.String("from")]
+	imp := schedImporters[c.String("from")]
 	if imp == nil {
-		return usageError(c, fmt.Sprintf("--from %q: want csv, stage-yaml, area-json or feeder", c.String("from")))
+		return schedUsageError(c, fmt.Sprintf("--from %q: want csv, stage-yaml, area-json or feeder", c.String("from")))
 	}
 	if c.NArg() == 0 {
-		return usageError(c, "want at least one input FILE")
+		return schedUsageError(c, "want at least one input FILE")
 	}
 	opts := importers.Options{Feed: c.String("feed"), TimeZone: c.String("tz")}
 	var err error
-	if opts.IssuedAt, err = parseWhen(c.String("issued-at"), time.UTC, clock); err != nil {
+	if opts.IssuedAt, err = schedParseWhen(c.String("issued-at"), time.UTC, clock); err != nil {
 		return cli.Exit(strings.Replace(err.Error(), "--from", "--issued-at", 1), 1)
 	}
 	if ku := c.String("known-until"); ku != "" {
@@ -416,7 +416,7 @@ func runScheduleImport(c *cli.Context, clock clockwork.Clock) error {
 		s, ps, err := imp(f, o)
 		f.Close()
 		for _, p := range ps {
-			fmt.Fprintln(c.App.ErrWriter, problemLine(path, p))
+			fmt.Fprintln(c.App.ErrWriter, schedProblemLine(path, p))
 		}
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("%s: %v", path, err), 1)
@@ -429,7 +429,7 @@ func runScheduleImport(c *cli.Context, clock clockwork.Clock) error {
 	}
 	ps := out.Validate()
 	for _, p := range ps {
-		fmt.Fprintln(c.App.ErrWriter, problemLine("result", p))
+		fmt.Fprintln(c.App.ErrWriter, schedProblemLine("result", p))
 	}
 	if schedule.HasErrors(ps) {
 		return cli.Exit("import: the resulting schedule has errors; nothing written", 1)
@@ -449,24 +449,24 @@ func runScheduleImport(c *cli.Context, clock clockwork.Clock) error {
 	return err
 }
 
-func outputFlag() cli.Flag {
+func schedOutputFlag() cli.Flag {
 	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"}
 }
 
-func writeJSON(w io.Writer, v any) error {
+func schedWriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func usageError(c *cli.Context, msg string) error {
+func schedUsageError(c *cli.Context, msg string) error {
 	return cli.Exit(fmt.Sprintf("schedule %s: %s (see bedwe schedule %s --help)", c.Command.Name, msg, c.Command.Name), 1)
 }
 
-// interspersed lets a subcommand take flags after its arguments
+// schedInterspersed lets a subcommand take flags after its arguments
 // ("show FILE --zone Z"), which urfave/cli v2 does not: the command skips
 // cli's flag parsing and parses its own flags with the arguments moved last.
-func interspersed(cmd *cli.Command, action cli.ActionFunc) *cli.Command {
+func schedInterspersed(cmd *cli.Command, action cli.ActionFunc) *cli.Command {
 	cmd.SkipFlagParsing = true
 	cmd.Action = func(c *cli.Context) error {
 		set := flag.NewFlagSet(cmd.Name, flag.ContinueOnError)

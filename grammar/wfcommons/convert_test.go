@@ -242,7 +242,7 @@ func TestConvertWideForkNests(t *testing.T) {
 // transitive edges) convert exactly: same relation, same critical path.
 func TestConvertRandomSP(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 300 {
+	for i := range 150 {
 		inst := randomSP(r, 1+r.IntN(60))
 		res, err := Convert(inst, Options{})
 		if err != nil {
@@ -259,7 +259,7 @@ func TestConvertRandomSP(t *testing.T) {
 // that the reported metrics match the relation.
 func TestConvertRandomDAG(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for i := range 300 {
+	for i := range 150 {
 		inst := randomDAG(r, 2+r.IntN(80))
 		res, err := Convert(inst, Options{})
 		if err != nil {
@@ -270,4 +270,20 @@ func TestConvertRandomDAG(t *testing.T) {
 			parseBack(t, res.Workflow)
 		}
 	}
+}
+
+// TestConvertMontageLike converts a synthetic Montage of three bands: not
+// series-parallel, it must keep every dependency and stay parseable.
+func TestConvertMontageLike(t *testing.T) {
+	inst := montageLike(rand.New(rand.NewPCG(5, 6)), 3, 15)
+	res, err := Convert(inst, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SeriesParallel {
+		t.Fatal("montage-like instance reported series-parallel")
+	}
+	checkRelation(t, inst, res)
+	parseBack(t, res.Workflow)
+	t.Logf("%d tasks: %s", res.Tasks, res.Summary())
 }

@@ -59,7 +59,10 @@
 // edges (385 ordered pairs) and cycles (67 tasks) 33 edges (124 pairs), both
 // without lengthening the critical path, where a level-by-level conversion
 // (every ASAP level a FORK) adds 1047 and 993 edges and lengthens the path by
-// 4.2 % and 1.7 %. The cut search is greedy, not optimal: the minimum
+// 4.2 % and 1.7 %. On synthetic three-band Montages with uniformly random
+// runtimes (a harder case: every task is as long as every other) the path
+// grows 14.6 % at 187 tasks and 0.6 % at 1207 tasks, against 21.8 % and
+// 14.9 % level by level. The cut search is greedy, not optimal: the minimum
 // series-parallel completion is a hard problem, and the budget uses lower
 // bounds for the sides, so the path can still grow. Result reports by how
 // much, and Convert checks before returning that no original dependency was
@@ -72,10 +75,16 @@
 // can only come from an edge of its own. Result.AddedPairs counts the
 // ordered task pairs added, the parallelism given up.
 //
+// The result always passes grammar.Check under Options.Limits: FORKs wider
+// than MaxArms are nested (parallel composition is associative), names are
+// cut to MaxNameLen, and a workflow nested deeper than MaxDepth is an error.
+//
 // Cost: two n×n bit matrices (closure and its transpose) and, per piece,
-// linear work over its members plus popcounts over its span; the six test
-// instances convert in under a millisecond each. Instances above [MaxTasks]
-// are refused.
+// linear work over its members plus popcounts over its span, and for a prime
+// piece eight sorts; real instances have few prime pieces (a 6007-task
+// synthetic Montage converts in about 0.2 s), while a random DAG, prime
+// almost everywhere, costs O(n² log n). Instances above [MaxTasks] are
+// refused.
 //
 // # Services, runtimes and testnets
 //

@@ -19,16 +19,24 @@ type Error struct {
 	Msg string
 }
 
-// Error renders FILE:LINE:COL: FIELD: MSG ("line LINE:COL" without a file).
+// Error renders FILE:LINE:COL: FIELD: MSG ("line LINE:COL" without a file;
+// YAML syntax errors have a line but no column).
 func (e *Error) Error() string {
 	var b strings.Builder
+	pos := ""
 	switch {
-	case e.File != "" && e.Line > 0:
-		fmt.Fprintf(&b, "%s:%d:%d: ", e.File, e.Line, e.Col)
+	case e.Line > 0 && e.Col > 0:
+		pos = fmt.Sprintf("%d:%d", e.Line, e.Col)
+	case e.Line > 0:
+		pos = fmt.Sprintf("%d", e.Line)
+	}
+	switch {
+	case e.File != "" && pos != "":
+		fmt.Fprintf(&b, "%s:%s: ", e.File, pos)
 	case e.File != "":
 		fmt.Fprintf(&b, "%s: ", e.File)
-	case e.Line > 0:
-		fmt.Fprintf(&b, "line %d:%d: ", e.Line, e.Col)
+	case pos != "":
+		fmt.Fprintf(&b, "line %s: ", pos)
 	}
 	if e.Field != "" {
 		b.WriteString(e.Field)

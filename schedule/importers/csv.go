@@ -106,8 +106,8 @@ func CSV(r io.Reader, o Options) (*schedule.Schedule, []schedule.Problem, error)
 			}
 			return ""
 		}
-		day, err1 := strconv.Atoi(cell(dayCol))
-		stage, err2 := strconv.Atoi(cell(stageCol))
+		day, err1 := atoi("day", cell(dayCol))
+		stage, err2 := atoi("stage", cell(stageCol))
 		start, err3 := schedule.ParseClock(cell(startCol))
 		end, err4 := schedule.ParseClock(cell(endCol))
 		if err := firstErr(err1, err2, err3, err4); err != nil {
@@ -115,7 +115,7 @@ func CSV(r io.Reader, o Options) (*schedule.Schedule, []schedule.Problem, error)
 			continue
 		}
 		if table.Kind == schedule.Cycle {
-			period, err := strconv.Atoi(cell(periodCol))
+			period, err := atoi("period_of_cycle", cell(periodCol))
 			anchor, err2 := schedule.ParseDate(cell(anchorCol))
 			if err = firstErr(err, err2); err != nil {
 				ps = append(ps, warn(line, "row %q skipped: cycle: %v", strings.Join(rec, ","), err))
@@ -150,4 +150,15 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+func atoi(what, v string) (int, error) {
+	if v == "" {
+		return 0, fmt.Errorf("%s is missing", what)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a number", what, v)
+	}
+	return n, nil
 }

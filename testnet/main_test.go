@@ -1,0 +1,130 @@
+package testnet_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/testnet"
+)
+
+// bedweBin is the bedwe binary built once for every test in this package.
+var bedweBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bedwe-testnet-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bedweBin = filepath.Join(dir, "bedwe")
+	build := exec.Command("go", "build", "-o", bedweBin, "github.com/bedwe/bedwe/cmd/bedwe")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build bedwe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// up starts a testnet that is torn down when the test ends; on failure the
+// tail of every node's log is printed.
+func up(t *testing.T, opts testnet.Options) *testnet.Manifest {
+	t.Helper()
+	opts.Binary = bedweBin
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := testnet.Up(ctx, opts)
+	if err != nil {
+		t.Fatalf("testnet up: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, nd := range m.Nodes {
+				data, _ := os.ReadFile(nd.Log)
+				if len(data) > 3000 {
+					data = data[len(data)-3000:]
+				}
+				t.Logf("--- node %d (%s, zone %s) log tail:\n%s", nd.Index, nd.PeerID, nd.Zone, data)
+			}
+		}
+		if err := m.Down(); err != nil {
+			t.Errorf("testnet down: %v", err)
+		}
+	})
+	return m
+}
+
+// bedwe runs the binary and returns stdout, stderr and the exit code.
+func bedwe(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bedweBin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run bedwe %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// run submits workflow text through `bedwe submit --wait -o json` and
+// returns the final status.
+func run(t *testing.T, m *testnet.Manifest, workflow, input string) api.Status {
+	t.Helper()
+	args := []string{"submit", "-", "--testnet", m.Dir, "--wait", "-o", "json"}
+	if input != "" {
+		args = append(args, "--input", input)
+	}
+	stdout, stderr, code := bedwe(t, workflow, args...)
+	var st api.Status
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("bedwe submit exit %d: no status JSON (%v)\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	wantCode := map[string]int{api.StateSucceeded: 0, api.StateFailed: 2, api.StateCancelled: 2}[st.State]
+	if code != wantCode {
+		t.Errorf("bedwe submit exit code %d for state %s, want %d", code, st.State, wantCode)
+	}
+	return st
+}
+
+// ran lists the services that ran successfully, in trace order.
+func ran(st api.Status) []string {
+	var out []string
+	for _, e := range st.Trace {
+		if e.Outcome == "ok" {
+			out = append(out, e.Service)
+		}
+	}
+	return out
+}
+
+func peerOf(st api.Status, service string) string {
+	for _, e := range st.Trace {
+		if e.Service == service && e.Outcome == "ok" {
+			return e.Peer
+		}
+	}
+	return ""
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
