@@ -30,6 +30,10 @@ type Config struct {
 	// PresenceTTL is how long a peer stays in the view without a new
 	// announcement.
 	PresenceTTL time.Duration
+	// TargetPeers is how many direct connections a peer keeps: when it has
+	// fewer, it dials peers it learns of through presence. More connections
+	// make gossip reliable and hand-offs quicker; each costs a little memory.
+	TargetPeers int
 	// StreamTimeout bounds every request/response stream exchange.
 	StreamTimeout time.Duration
 	// NoPeerWait is how long dispatch waits for some live peer to offer the
@@ -49,6 +53,7 @@ func DefaultConfig() Config {
 		MDNS:               true,
 		AnnounceInterval:   5 * time.Second,
 		PresenceTTL:        15 * time.Second,
+		TargetPeers:        8,
 		StreamTimeout:      10 * time.Second,
 		NoPeerWait:         30 * time.Second,
 		DefaultStepTimeout: 10 * time.Minute,
@@ -64,7 +69,10 @@ func (c *Config) fillDefaults() {
 		c.AnnounceInterval = d.AnnounceInterval
 	}
 	if c.PresenceTTL <= 0 {
-		c.PresenceTTL = 3 * c.AnnounceInterval
+		c.PresenceTTL = max(3*c.AnnounceInterval, 5*time.Second)
+	}
+	if c.TargetPeers <= 0 {
+		c.TargetPeers = d.TargetPeers
 	}
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = d.StreamTimeout

@@ -120,3 +120,20 @@ func (n *Node) peerReturned(id peer.ID) {
 	n.returned = make(chan struct{})
 	n.mu.Unlock()
 }
+
+// maybeConnect dials a peer learnt from presence while this peer holds
+// fewer than TargetPeers connections, so gossip does not hinge on one
+// bootstrap peer.
+func (n *Node) maybeConnect(id peer.ID) {
+	if n.host.Network().Connectedness(id) == network.Connected {
+		return
+	}
+	if len(n.host.Network().Peers()) >= n.cfg.TargetPeers {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})
+	}()
+}

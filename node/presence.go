@@ -136,6 +136,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
 	if !known || old.ann.Boot != a.Boot {
 		p.n.log.Debug("peer present", "peer", rpc.ShortID(id), "zone", a.Zone)
+		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
 		// A newcomer has not heard us yet.
 		p.poke()

@@ -129,7 +129,7 @@ func dayCoverage(days map[int]bool, loc *time.Location) []interval {
 	sort.Ints(ds)
 	var out []interval
 	for _, d := range ds {
-		iv := interval{dateOfDay(d).at(0, loc), dateOfDay(d + 1).at(0, loc)}
+		iv := interval{dateOfDay(d).at(0, loc), dateOfDay(d+1).at(0, loc)}
 		if n := len(out); n > 0 && !out[n-1].end.Before(iv.start) {
 			out[n-1].end = iv.end
 			continue

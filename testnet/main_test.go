@@ -16,6 +16,9 @@ import (
 	"github.com/bedwe/bedwe/testnet"
 )
 
+// afterTests run once every test and benchmark of the package ended.
+var afterTests []func()
+
 // bedweBin is the bedwe binary built once for every test in this package.
 var bedweBin string
 
@@ -33,6 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

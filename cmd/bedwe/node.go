@@ -64,7 +64,7 @@ func runNode(c *cli.Context) error {
 	cfg.Network = c.String("network")
 	cfg.MDNS = c.Bool("mdns")
 	cfg.AnnounceInterval = c.Duration("announce")
-	cfg.PresenceTTL = 3 * cfg.AnnounceInterval
+	cfg.PresenceTTL = max(3*cfg.AnnounceInterval, 5*time.Second)
 	cfg.NoPeerWait = c.Duration("no-peer-wait")
 	cfg.Logger = logger
 	n, err := node.New(cfg)

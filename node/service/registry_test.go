@@ -31,10 +31,10 @@ patterns:
 		{"S2", KindSleep}, // first matching pattern
 		{"mProject_ID0000001", KindFail},
 		{"", ""},
-		{"FORK", ""},      // a keyword is never a service
-		{"a/b", ""},       // not a service name
-		{"S1 S2", ""},     // not a service name
-		{"S\x00", ""},     // not a service name
+		{"FORK", ""},  // a keyword is never a service
+		{"a/b", ""},   // not a service name
+		{"S1 S2", ""}, // not a service name
+		{"S\x00", ""}, // not a service name
 	}
 	for _, tt := range tests {
 		s, ok := r.Lookup(tt.name)
