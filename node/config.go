@@ -3,6 +3,8 @@ package node
 import (
 	"log/slog"
 	"time"
+
+	"github.com/bedwe/bedwe/heartbeat"
 )
 
 // Config configures one peer. Zero values are replaced by the defaults of
@@ -42,6 +44,22 @@ type Config struct {
 	// DefaultStepTimeout applies to steps without a timeout attribute whose
 	// service declares none.
 	DefaultStepTimeout time.Duration
+	// Heartbeat tunes beats from holders to guardians and the failure
+	// detector that declares a silent holder (see package heartbeat).
+	Heartbeat heartbeat.Config
+	// BackupDelay is how long a backup guardian lets the primary guardian
+	// act on a silent holder before asking it (and acting itself if the
+	// primary is gone too).
+	BackupDelay time.Duration
+	// GuardianLoss is how long a holder tolerates not reaching any guardian
+	// of a pack before recruiting a new one.
+	GuardianLoss time.Duration
+	// SuspectMemory is how long a suspected peer is passed over when
+	// choosing where to send work, unless it announces itself again.
+	SuspectMemory time.Duration
+	// RestartGrace is how long a restarted peer waits before suspecting the
+	// holders it guards: after a blackout every board needs time to boot.
+	RestartGrace time.Duration
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -57,7 +75,26 @@ func DefaultConfig() Config {
 		StreamTimeout:      10 * time.Second,
 		NoPeerWait:         30 * time.Second,
 		DefaultStepTimeout: 10 * time.Minute,
+		Heartbeat:          heartbeat.DefaultMeshConfig(),
+		BackupDelay:        10 * time.Second,
+		GuardianLoss:       10 * time.Second,
+		SuspectMemory:      time.Minute,
+		RestartGrace:       60 * time.Second,
 	}
+}
+
+// TestnetConfig is DefaultConfig tuned for a loopback testnet: fast beats
+// (a killed peer is detected in about 1.5 s) and short waits.
+func TestnetConfig() Config {
+	c := DefaultConfig()
+	c.MDNS = false
+	c.AnnounceInterval = time.Second
+	c.Heartbeat = heartbeat.DefaultTestnetConfig()
+	c.BackupDelay = 3 * time.Second
+	c.GuardianLoss = 3 * time.Second
+	c.SuspectMemory = 10 * time.Second
+	c.RestartGrace = 8 * time.Second
+	return c
 }
 
 func (c *Config) fillDefaults() {
@@ -85,5 +122,20 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Heartbeat.Interval <= 0 {
+		c.Heartbeat = d.Heartbeat
+	}
+	if c.BackupDelay <= 0 {
+		c.BackupDelay = d.BackupDelay
+	}
+	if c.GuardianLoss <= 0 {
+		c.GuardianLoss = d.GuardianLoss
+	}
+	if c.RestartGrace <= 0 {
+		c.RestartGrace = d.RestartGrace
+	}
+	if c.SuspectMemory <= 0 {
+		c.SuspectMemory = d.SuspectMemory
 	}
 }

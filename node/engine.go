@@ -12,6 +12,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
@@ -30,6 +31,8 @@ func (n *Node) registerProtocols() {
 	rpc.Serve(n.host, api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
 	rpc.Serve(n.host, api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
 	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
+	rpc.Serve(n.host, api.ProtoGuard, api.MaxControlFrame, to, n.handleGuard)
+	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
 }
 
 // handleHandoff accepts a pack from a sender: it checks the pack, checks that
@@ -64,8 +67,11 @@ func (n *Node) accept(p *pack.Pack) (code, msg string) {
 	if n.isCancelled(p) {
 		return api.CodeCancelled, "workflow " + p.WorkflowID + " was cancelled"
 	}
-	st := &heldState{Pack: p}
-	key := heldKey(p)
+	st := &heldState{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
+	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
+		st.Guardians = []pack.Peer{p.Sender}
+	}
+	key := st.Key
 	if err := n.saveHeld(key, st); err != nil {
 		return api.CodeInternal, "journal: " + err.Error()
 	}
@@ -90,10 +96,14 @@ func heldKey(p *pack.Pack) string {
 }
 
 // process runs the head step of an accepted pack (unless the journal says it
-// already ran) and moves the residual on.
+// already ran), moves the residual on, and then releases the pack's
+// guardians. A guardian's re-route cancels ctx through supersedeHeld.
 func (n *Node) process(ctx context.Context, key string, st *heldState) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := n.registerHeld(st, cancel)
 	p := st.Pack
-	if !st.Executed {
+	if !st.Executed && !st.DispatchOnly {
 		n.running.Add(1)
 		out, trace, err := n.execute(ctx, p)
 		n.running.Add(-1)
@@ -101,8 +111,10 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 			n.reportEvent(p, trace[i])
 		}
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
-			if ctx.Err() == nil {
+			if n.ctx.Err() == nil && n.isCancelled(p) {
+				n.forgetHeld(key)
 				_ = n.dropHeld(key)
+				n.releaseGuardians(n.ctx, h)
 			}
 			return
 		}
@@ -118,23 +130,64 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 			n.log.Error("journal step outcome", "key", key, "err", jerr)
 		}
 	}
-	next := st.advanced()
-	if !st.OK {
-		if err := n.finishBranch(ctx, next, false, st.Error); err != nil {
-			n.log.Error("report failure", "workflow", p.WorkflowID, "err", err)
+	if !st.Forwarded {
+		next := st.advanced()
+		switch {
+		case !st.OK && !st.DispatchOnly:
+			if err := n.finishBranch(ctx, next, false, st.Error); err != nil {
+				return
+			}
+		case len(next.Workflow.Steps) == 0:
+			if err := n.finishBranch(ctx, next, true, ""); err != nil {
+				return
+			}
+		default:
+			n.dispatch(ctx, next)
+		}
+		if ctx.Err() != nil {
 			return
 		}
-	} else if len(next.Workflow.Steps) == 0 {
-		if err := n.finishBranch(ctx, next, true, ""); err != nil {
-			n.log.Error("deliver result", "workflow", p.WorkflowID, "err", err)
-			return
+		st.Forwarded = true
+		if err := n.saveHeld(key, st); err != nil {
+			n.log.Error("journal forwarded", "key", key, "err", err)
 		}
-	} else {
-		n.dispatch(ctx, next)
 	}
+	n.releaseGuardians(ctx, h)
+	n.forgetHeld(key)
 	if ctx.Err() == nil {
 		_ = n.dropHeld(key)
 	}
+}
+
+// registerHeld makes held work visible to beats and supersede notices.
+func (n *Node) registerHeld(st *heldState, cancel context.CancelFunc) *heldItem {
+	h := &heldItem{key: st.Key, guardKey: st.GuardKey, attempt: st.Pack.Attempt, guardians: st.Guardians, cancel: cancel, recruited: time.Now()}
+	n.mu.Lock()
+	n.held[st.Key] = h
+	n.mu.Unlock()
+	n.kickBeats()
+	return h
+}
+
+func (n *Node) forgetHeld(key string) {
+	n.mu.Lock()
+	delete(n.held, key)
+	n.mu.Unlock()
+	n.kickBeats()
+}
+
+// persistGuardians journals h's guardian list (n.mu held).
+func (n *Node) persistGuardians(h *heldItem) {
+	raw, ok, err := n.journal.Get(journalPacks, h.key)
+	if err != nil || !ok {
+		return
+	}
+	var st heldState
+	if rpc.Dec.Unmarshal(raw, &st) != nil {
+		return
+	}
+	st.Guardians = h.guardians
+	_ = n.journal.Put(journalPacks, h.key, rpc.MustCBOR(&st))
 }
 
 // execute runs the head service of p with its retries, backoff and
@@ -235,6 +288,7 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 		}
 		p.Workflow = &grammar.Workflow{Steps: steps}
 		p.Attempt = 0
+		p.Trace = trimTrace(p.Trace)
 		if err := n.handoff(ctx, p, nil); err != nil {
 			if errors.Is(err, errCancelled) || ctx.Err() != nil {
 				return
@@ -254,17 +308,22 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 // up to NoPeerWait for a provider to appear.
 func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) error {
 	head := p.Workflow.Steps[0].(*grammar.Service)
-	_, err := n.handoffTo(ctx, p, avoid)
+	target, err := n.handoffExcluding(ctx, p, avoid, nil)
 	if err != nil {
 		return fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
 	}
+	n.guardHandedOff(p, target, nil)
 	return nil
 }
 
-// handoffTo is handoff returning the peer that took the pack.
-func (n *Node) handoffTo(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) (peer.ID, error) {
+// handoffExcluding is handoff returning the peer that took the pack; peers
+// in never are never chosen (they went silent on this step).
+func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (peer.ID, error) {
 	head := p.Workflow.Steps[0].(*grammar.Service)
 	exclude := map[peer.ID]bool{}
+	for id := range never {
+		exclude[id] = true
+	}
 	var refusals []string
 	deadline := time.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
@@ -294,6 +353,9 @@ func (n *Node) handoffTo(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bo
 			}
 			if len(exclude) > 0 && time.Now().After(deadline.Add(-n.cfg.NoPeerWait/2)) {
 				clear(exclude)
+				for id := range never {
+					exclude[id] = true
+				}
 			}
 			continue
 		}
@@ -332,8 +394,12 @@ func (n *Node) handoffTo(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bo
 		n.log.Info("hand-off refused or failed; trying another peer", "step", head.Name, "peer", rpc.ShortID(target), "err", err)
 		refusals = append(refusals, fmt.Sprintf("%s: %v", rpc.ShortID(target), err))
 		exclude[target] = true
-		if ctx.Err() != nil {
+		// Back off a little more with every failure: failed dials return at
+		// once while libp2p's dial backoff lasts, and a hot loop helps nobody.
+		select {
+		case <-ctx.Done():
 			return "", ctx.Err()
+		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
 }
@@ -455,3 +521,9 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 		wait = min(wait*2, 5*time.Second)
 	}
 }
+
+// trimTrace keeps a pack's trace from growing without bound on very long
+// sequences: the origin learns every attempt from progress events anyway.
+func trimTrace(t []pack.TraceEntry) []pack.TraceEntry { return t }
+
+func errorsIsCancel(err error) bool { return errors.Is(err, errCancelled) }

@@ -43,7 +43,17 @@ type joinRecord struct {
 	// Forwarded is set once the continuation has been moved on.
 	Forwarded bool      `cbor:"17,keyasint"`
 	Created   time.Time `cbor:"18,keyasint"`
+	// Replicas (on the primary) keep copies of this record.
+	Replicas []pack.Peer `cbor:"19,keyasint,omitempty"`
+	// Replica marks this copy as a replica of Primary's record; Active once
+	// it took over (the primary went silent or a branch end reached it).
+	Replica bool      `cbor:"20,keyasint,omitempty"`
+	Active  bool      `cbor:"21,keyasint,omitempty"`
+	Primary pack.Peer `cbor:"22,keyasint,omitempty"`
 }
+
+// acting reports whether this copy of the join decides and forwards.
+func (j *joinRecord) acting() bool { return !j.Replica || j.Active }
 
 type branchResult struct {
 	OK      bool                       `cbor:"1,keyasint"`
@@ -96,10 +106,12 @@ func (n *Node) startJoin(ctx context.Context, p *pack.Pack, head grammar.Head, r
 	for _, b := range head.Branches {
 		j.Branches = append(j.Branches, toWire(b))
 	}
+	n.replicateJoin(ctx, j)
 	n.mu.Lock()
 	n.joins[j.ID] = j
 	err := n.saveJoin(j)
 	n.mu.Unlock()
+	n.kickBeats()
 	if err != nil {
 		n.log.Error("journal join", "err", err)
 	}
@@ -118,7 +130,7 @@ func (n *Node) startBranches(ctx context.Context, j *joinRecord, branches []*gra
 	for k, b := range branches {
 		i := first + k
 		frames := append(append([]pack.Frame{}, j.Frames...), pack.Frame{
-			JoinID: j.ID, Kind: j.Kind, Branch: i, Holders: []pack.Peer{n.self()},
+			JoinID: j.ID, Kind: j.Kind, Branch: i, Holders: j.holders(n.self()),
 		})
 		bp := &pack.Pack{
 			WorkflowID: j.WorkflowID,
@@ -145,9 +157,10 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 		steps = append(steps, rest.Steps...)
 	}
 	p.Workflow = &grammar.Workflow{Steps: steps}
-	target, err := n.handoffTo(ctx, p, used)
+	target, err := n.handoffExcluding(ctx, p, used, nil)
 	if err == nil {
 		used[target] = true
+		n.guardHandedOff(p, target, nil)
 		return
 	}
 	if ctx.Err() != nil || err == errCancelled {
@@ -161,10 +174,18 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 	})
 }
 
-func (n *Node) handleDeliver(_ context.Context, from peer.ID, req []byte) []byte {
+func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []byte {
 	var d api.Delivery
 	if err := rpc.Dec.Unmarshal(req, &d); err != nil {
 		return rpc.AckBytes(api.CodeBadPack, "bad delivery: "+err.Error())
+	}
+	n.mu.Lock()
+	j, ok := n.joins[d.JoinID]
+	takeOver := ok && j.Replica && !j.Active
+	n.mu.Unlock()
+	if takeOver {
+		// A branch end could not reach the primary: this replica acts now.
+		n.takeOverJoin(ctx, j, "a branch end reached the replica")
 	}
 	if !n.onDelivery(d) {
 		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s holds no join %s", rpc.ShortID(n.host.ID()), d.JoinID))
@@ -224,7 +245,16 @@ func (n *Node) onDelivery(d api.Delivery) bool {
 		n.log.Error("journal join", "join", j.ID, "err", err)
 	}
 	done, next := j.Done, j.Next
+	acting := j.acting()
+	replicas := append([]pack.Peer{}, j.Replicas...)
 	n.mu.Unlock()
+	if !acting {
+		return true // a passive replica only records
+	}
+	// The replicas learn the result before the sender hears the ack.
+	for _, r := range replicas {
+		n.callGuard(n.ctx, r, api.GuardMsg{Op: api.GuardJoinUpdate, Key: j.ID, Delivery: &d})
+	}
 
 	if len(cancelOthers) > 0 {
 		n.publishCancel(cancelMsg{WorkflowID: j.WorkflowID, JoinID: j.ID, Branches: cancelOthers})
@@ -322,5 +352,117 @@ func (n *Node) forwardJoin(ctx context.Context, j *joinRecord) {
 	if err := n.saveJoin(j); err != nil {
 		n.log.Error("journal join", "join", j.ID, "err", err)
 	}
+	replicas := append([]pack.Peer{}, j.Replicas...)
+	primary := j.Primary
+	replica := j.Replica
 	n.mu.Unlock()
+	n.kickBeats()
+	for _, r := range replicas {
+		n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: j.ID})
+	}
+	if replica {
+		n.unwatchIfIdle(primary.ID)
+	}
+}
+
+// holders lists the peers a branch end may deliver to: the primary (self),
+// then its replicas.
+func (j *joinRecord) holders(self pack.Peer) []pack.Peer {
+	return append([]pack.Peer{self}, j.Replicas...)
+}
+
+// replicateJoin stores a copy of a new join record at a peer in another
+// zone, so the peer waiting at SYNC is not a single point of loss.
+func (n *Node) replicateJoin(ctx context.Context, j *joinRecord) {
+	r, ok := n.pickGuardian(map[peer.ID]bool{n.host.ID(): true}, n.cfg.Zone)
+	if !ok {
+		return
+	}
+	cp := *j
+	cp.Replica, cp.Primary, cp.Replicas = true, n.self(), nil
+	ref := n.peerRef(r)
+	if rep := n.callGuard(ctx, ref, api.GuardMsg{Op: api.GuardJoin, Key: j.ID, Record: rpc.MustCBOR(&cp)}); rep.OK {
+		j.Replicas = []pack.Peer{ref}
+	}
+}
+
+// callGuard sends one guard message and returns the reply (zero on error).
+func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardMsg) api.GuardReply {
+	id, err := peer.Decode(to.ID)
+	if err != nil {
+		return api.GuardReply{}
+	}
+	n.learnAddrs(id, to.Addrs)
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, m, &rep, n.cfg.StreamTimeout); err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	return rep
+}
+
+// takeOverJoin makes a replica act for a join whose primary is gone.
+func (n *Node) takeOverJoin(ctx context.Context, j *joinRecord, why string) {
+	n.mu.Lock()
+	if !j.Replica || j.Active || j.Forwarded {
+		n.mu.Unlock()
+		return
+	}
+	j.Active = true
+	_ = n.saveJoin(j)
+	done := j.Done
+	n.mu.Unlock()
+	n.log.Warn("taking over join", "join", j.ID, "workflow", j.WorkflowID, "why", why, "done", done)
+	if done {
+		n.forwardJoin(ctx, j)
+	}
+}
+
+// joinReplicaOp serves the join-replica guard operations.
+func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+	switch m.Op {
+	case api.GuardJoin:
+		var j joinRecord
+		if err := rpc.Dec.Unmarshal(m.Record, &j); err != nil {
+			return api.GuardReply{Error: "bad join record: " + err.Error()}
+		}
+		j.Replica, j.Active = true, false
+		if j.Results == nil {
+			j.Results = map[int]*branchResult{}
+		}
+		n.mu.Lock()
+		if _, exists := n.joins[j.ID]; !exists {
+			n.joins[j.ID] = &j
+			_ = n.saveJoin(&j)
+		}
+		n.mu.Unlock()
+		n.learnAddrs(from, j.Primary.Addrs)
+		n.watchHolder(from)
+		return api.GuardReply{OK: true}
+	case api.GuardJoinUpdate:
+		if m.Delivery == nil {
+			return api.GuardReply{Error: "join update without a delivery"}
+		}
+		if !n.onDelivery(*m.Delivery) {
+			return api.GuardReply{Error: "no replica of join " + m.Key}
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardJoinDone:
+		n.mu.Lock()
+		j, ok := n.joins[m.Key]
+		if ok && !j.Active {
+			j.Forwarded = true
+			_ = n.saveJoin(j)
+		}
+		n.mu.Unlock()
+		if ok {
+			n.unwatchIfIdle(from.String())
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardJoinStatus:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		j, ok := n.joins[m.Key]
+		return api.GuardReply{OK: true, Known: ok, Active: ok && j.Active}
+	}
+	return api.GuardReply{Error: "unknown join operation " + m.Op}
 }

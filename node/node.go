@@ -31,9 +31,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/service"
@@ -57,7 +59,14 @@ type Node struct {
 	draining    atomic.Bool
 	announceNow chan struct{}
 
+	watcher      *heartbeat.Watcher
+	beatsChanged chan struct{}
+
 	mu        sync.Mutex
+	held      map[string]*heldItem
+	guards    map[string]*guardEntry
+	released  map[string]time.Time
+	suspects  map[string]time.Time
 	joins     map[string]*joinRecord
 	workflows map[string]*workflowRecord
 	active    map[string]*activeStep
@@ -96,17 +105,22 @@ func New(cfg Config) (*Node, error) {
 		reg = r
 	}
 	return &Node{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		services:    reg,
-		limits:      pack.DefaultLimits(),
-		announceNow: make(chan struct{}, 1),
-		joins:       map[string]*joinRecord{},
-		workflows:   map[string]*workflowRecord{},
-		active:      map[string]*activeStep{},
-		cancelled:   map[string]time.Time{},
-		returned:    make(chan struct{}),
-		zone:        cfg.Zone,
+		cfg:          cfg,
+		log:          cfg.Logger,
+		services:     reg,
+		limits:       pack.DefaultLimits(),
+		announceNow:  make(chan struct{}, 1),
+		joins:        map[string]*joinRecord{},
+		held:         map[string]*heldItem{},
+		guards:       map[string]*guardEntry{},
+		released:     map[string]time.Time{},
+		suspects:     map[string]time.Time{},
+		beatsChanged: make(chan struct{}, 1),
+		workflows:    map[string]*workflowRecord{},
+		active:       map[string]*activeStep{},
+		cancelled:    map[string]time.Time{},
+		returned:     make(chan struct{}),
+		zone:         cfg.Zone,
 	}, nil
 }
 
@@ -129,6 +143,15 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		return err
 	}
 	defer n.host.Close()
+
+	hbcfg := n.cfg.Heartbeat
+	hbcfg.Logger = n.log
+	w, err := heartbeat.NewWatcher(clockwork.NewRealClock(), hbcfg, n.onSuspect)
+	if err != nil {
+		return fmt.Errorf("node: heartbeat: %w", err)
+	}
+	n.watcher = w
+	defer w.Close()
 
 	n.registerProtocols()
 	if err := n.startCancelTopic(ctx); err != nil {
@@ -156,6 +179,8 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		ready(nf)
 	}
 	go n.bootstrapLoop(ctx)
+	go n.beatLoop(ctx)
+	go n.pruneLoop(ctx)
 
 	<-ctx.Done()
 	n.log.Info("node stopping")
@@ -194,4 +219,29 @@ func (n *Node) spawn(fn func(ctx context.Context)) {
 		defer n.wg.Done()
 		fn(n.ctx)
 	}()
+}
+
+// pruneLoop forgets old tombstones and suspicions.
+func (n *Node) pruneLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.mu.Lock()
+		for k, at := range n.released {
+			if time.Since(at) > cancelMemory {
+				delete(n.released, k)
+			}
+		}
+		for k, at := range n.suspects {
+			if time.Since(at) > n.cfg.SuspectMemory {
+				delete(n.suspects, k)
+			}
+		}
+		n.mu.Unlock()
+	}
 }

@@ -23,6 +23,18 @@ const recentEvents = 8
 type workflowRecord struct {
 	Status api.Status `cbor:"1,keyasint"`
 	Source string     `cbor:"2,keyasint"`
+	// Replicas (on the origin) keep copies of this record; Replica marks a
+	// copy held for another origin.
+	Replicas []pack.Peer `cbor:"3,keyasint,omitempty"`
+	Replica  bool        `cbor:"4,keyasint,omitempty"`
+}
+
+func fullAddrs(p pack.Peer) []string {
+	var out []string
+	for _, a := range p.Addrs {
+		out = append(out, a+"/p2p/"+p.ID)
+	}
+	return out
 }
 
 func (n *Node) saveWorkflow(rec *workflowRecord) error {
@@ -54,13 +66,6 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		},
 		Source: source,
 	}
-	n.mu.Lock()
-	n.workflows[rec.Status.ID] = rec
-	err = n.saveWorkflow(rec)
-	n.mu.Unlock()
-	if err != nil {
-		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
-	}
 	p := &pack.Pack{
 		WorkflowID: rec.Status.ID,
 		Origin:     []pack.Peer{n.self()},
@@ -68,8 +73,40 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		Input:      input,
 		Outputs:    map[string]json.RawMessage{},
 	}
-	n.log.Info("workflow submitted", "workflow", rec.Status.ID, "services", services)
-	n.spawn(func(ctx context.Context) { n.dispatch(ctx, p) })
+	// A replica of the record (and a guardian of the first pack) in another
+	// zone: losing the origin loses neither the workflow nor its result.
+	rec.Status.Origins = fullAddrs(n.self())
+	st := &heldState{Pack: p, DispatchOnly: true, Key: p.WorkflowID + "|submit", GuardKey: p.WorkflowID + "|submit"}
+	if r, ok := n.pickGuardian(map[peer.ID]bool{n.host.ID(): true}, n.cfg.Zone); ok {
+		ref := n.peerRef(r)
+		p.Origin = append(p.Origin, ref)
+		rec.Replicas = []pack.Peer{ref}
+		rec.Status.Origins = append(rec.Status.Origins, fullAddrs(ref)...)
+		cp := *rec
+		cp.Replica, cp.Replicas = true, nil
+		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: rec.Status.ID, Record: rpc.MustCBOR(&cp)}); !rep.OK {
+			n.log.Warn("origin replica refused", "peer", rpc.ShortID(r), "err", rep.Error)
+		}
+		raw, err := pack.Encode(p)
+		if err == nil {
+			rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: n.self()})
+			if rep.OK {
+				st.Guardians = []pack.Peer{ref}
+			}
+		}
+	}
+	n.mu.Lock()
+	n.workflows[rec.Status.ID] = rec
+	err = n.saveWorkflow(rec)
+	n.mu.Unlock()
+	if err != nil {
+		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
+	}
+	if err := n.saveHeld(st.Key, st); err != nil {
+		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
+	}
+	n.log.Info("workflow submitted", "workflow", rec.Status.ID, "services", services, "replicas", len(rec.Replicas))
+	n.spawn(func(ctx context.Context) { n.process(ctx, st.Key, st) })
 	return rec.Status, nil
 }
 
@@ -124,8 +161,42 @@ func (n *Node) onOrigin(msg api.OriginMsg) bool {
 			n.log.Error("journal workflow result", "workflow", msg.WorkflowID, "err", err)
 		}
 		n.log.Info("workflow finished", "workflow", msg.WorkflowID, "state", st.State, "error", st.Error)
+		if !rec.Replica {
+			for _, r := range rec.Replicas {
+				n.spawn(func(ctx context.Context) {
+					n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginDone, Key: msg.WorkflowID, Origin: &msg})
+				})
+			}
+		}
 	}
 	return true
+}
+
+// originReplicaOp stores or updates a replica of a workflow record.
+func (n *Node) originReplicaOp(m api.GuardMsg) api.GuardReply {
+	switch m.Op {
+	case api.GuardOrigin:
+		var rec workflowRecord
+		if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
+			return api.GuardReply{Error: "bad workflow record: " + err.Error()}
+		}
+		rec.Replica = true
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if _, ok := n.workflows[rec.Status.ID]; !ok {
+			n.workflows[rec.Status.ID] = &rec
+			if err := n.saveWorkflow(&rec); err != nil {
+				return api.GuardReply{Error: "journal: " + err.Error()}
+			}
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardOriginDone:
+		if m.Origin == nil || !n.onOrigin(*m.Origin) {
+			return api.GuardReply{Error: "no replica of workflow " + m.Key}
+		}
+		return api.GuardReply{OK: true}
+	}
+	return api.GuardReply{Error: "unknown origin operation " + m.Op}
 }
 
 // reportEvent tells the origin that a step attempt ended (best effort).
@@ -134,19 +205,25 @@ func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
 		return
 	}
 	msg := api.OriginMsg{WorkflowID: p.WorkflowID, Event: &e}
-	o := p.Origin[0]
-	if o.ID == n.host.ID().String() {
-		n.onOrigin(msg)
-		return
-	}
-	id, err := peer.Decode(o.ID)
-	if err != nil {
-		return
-	}
-	n.learnAddrs(id, o.Addrs)
+	origins := p.Origin
 	n.spawn(func(ctx context.Context) {
-		var ack api.Ack
-		_ = rpc.CallCBOR(ctx, n.host, id, api.ProtoOrigin, msg, &ack, n.cfg.StreamTimeout)
+		for _, o := range origins {
+			if o.ID == n.host.ID().String() {
+				if n.onOrigin(msg) {
+					return
+				}
+				continue
+			}
+			id, err := peer.Decode(o.ID)
+			if err != nil {
+				continue
+			}
+			n.learnAddrs(id, o.Addrs)
+			var ack api.Ack
+			if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoOrigin, msg, &ack, 2*time.Second); err == nil && ack.OK {
+				return
+			}
+		}
 	})
 }
 

@@ -319,3 +319,21 @@ func (p *presence) fileLoop(ctx context.Context) {
 		}
 	}
 }
+
+// get returns a peer's latest announcement.
+func (p *presence) get(id peer.ID) (announcement, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.peers[id]
+	if !ok {
+		return announcement{}, false
+	}
+	return e.ann, true
+}
+
+// forgetID drops a peer named by its string ID.
+func (p *presence) forgetID(id string) {
+	if pid, err := peer.Decode(id); err == nil {
+		p.forget(pid)
+	}
+}

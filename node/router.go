@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -35,6 +37,15 @@ func (n *Node) pick(name string, exclude, avoid map[peer.ID]bool) (peer.ID, bool
 		}
 		score += float64(a.Queue) * 2
 		score += a.CPU / 50
+		// An open connection saves a dial (and its backoff after failures).
+		if id != n.host.ID() && n.host.Network().Connectedness(id) != network.Connected {
+			score += 3
+		}
+		// Handing work to a different peer keeps a watcher apart from the
+		// holder: this peer runs work itself only when it is clearly best.
+		if id == n.host.ID() {
+			score += 5
+		}
 		cands = append(cands, candidate{id: id, ann: a, score: score})
 	}
 	for id, a := range n.pres.live() {

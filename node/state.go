@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // heldState is what the journal keeps for a pack this peer accepted: the
@@ -25,12 +28,27 @@ type heldState struct {
 	Output   json.RawMessage   `cbor:"4,keyasint,omitempty"`
 	Error    string            `cbor:"5,keyasint,omitempty"`
 	Trace    []pack.TraceEntry `cbor:"6,keyasint,omitempty"`
+	// Guardians are the peers watching this holder for this pack.
+	Guardians []pack.Peer `cbor:"7,keyasint,omitempty"`
+	// Forwarded is set once the residual was handed on or delivered.
+	Forwarded bool `cbor:"8,keyasint,omitempty"`
+	// DispatchOnly marks the origin's first pack: nothing to run, only to
+	// dispatch.
+	DispatchOnly bool   `cbor:"9,keyasint,omitempty"`
+	Key          string `cbor:"10,keyasint,omitempty"`
+	GuardKey     string `cbor:"11,keyasint,omitempty"`
 }
+
+// journalPacks is the journal bucket of held work.
+const journalPacks = journal.BucketPacks
 
 // advanced is the pack after the head step: on success the step is consumed
 // and its output recorded; on failure the workflow is left as it was.
 func (st *heldState) advanced() *pack.Pack {
 	next := st.Pack.Clone()
+	if st.DispatchOnly {
+		return next
+	}
 	next.Trace = append(next.Trace, st.Trace...)
 	if !st.OK {
 		return next
@@ -195,16 +213,109 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	err = n.journal.ForEach(journal.BucketOutbox, func(key string, value []byte) error {
+		var e guardEntry
+		if err := rpc.Dec.Unmarshal(value, &e); err != nil {
+			errs = append(errs, fmt.Errorf("guard %s: %w", key, err))
+			return nil
+		}
+		n.guards[key] = &e
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	for _, e := range errs {
 		n.log.Error("journal entry skipped", "err", e)
 	}
+	// Holders and join primaries get RestartGrace to come back before this
+	// peer suspects them (after a blackout everyone reboots at once).
+	watch := map[string]bool{}
+	for _, e := range n.guards {
+		watch[e.Holder.ID] = true
+	}
+	for _, j := range n.joins {
+		if j.Replica && !j.Active && !j.Forwarded {
+			watch[j.Primary.ID] = true
+		}
+	}
+	if len(watch) > 0 {
+		n.spawn(func(ctx context.Context) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(n.cfg.RestartGrace):
+			}
+			for id := range watch {
+				if pid, err := peer.Decode(id); err == nil && pid != n.host.ID() {
+					n.watchHolder(pid)
+				}
+			}
+		})
+	}
 	for _, h := range packs {
-		n.log.Info("resuming held pack", "key", h.key, "executed", h.st.Executed)
-		n.spawn(func(ctx context.Context) { n.process(ctx, h.key, h.st) })
+		n.log.Info("resuming held pack", "key", h.key, "executed", h.st.Executed, "forwarded", h.st.Forwarded)
+		n.spawn(func(ctx context.Context) {
+			if n.stillOwned(ctx, h.st) {
+				n.process(ctx, h.key, h.st)
+			}
+		})
 	}
-	for _, j := range pending {
-		n.log.Info("resuming finished join", "join", j.ID)
-		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, j) })
+	for _, j := range n.joins {
+		if j.Replica || j.Forwarded {
+			continue
+		}
+		n.spawn(func(ctx context.Context) {
+			for _, r := range j.Replicas {
+				if rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: j.ID}); rep.Active {
+					n.log.Info("a replica took over this join while we were down", "join", j.ID)
+					n.mu.Lock()
+					j.Forwarded = true
+					_ = n.saveJoin(j)
+					n.mu.Unlock()
+					return
+				}
+			}
+			n.kickBeats()
+			if j.Done {
+				n.log.Info("resuming finished join", "join", j.ID)
+				n.forwardJoin(ctx, j)
+			}
+		})
 	}
+	_ = pending
 	return nil
+}
+
+// stillOwned asks a restarted holder's guardians whether its held work was
+// re-routed meanwhile (fencing by attempt number). It keeps asking for up
+// to RestartGrace while guardians are down; with no answer it proceeds.
+func (n *Node) stillOwned(ctx context.Context, st *heldState) bool {
+	if len(st.Guardians) == 0 {
+		return true
+	}
+	deadline := time.Now().Add(n.cfg.RestartGrace)
+	for {
+		for _, g := range st.Guardians {
+			rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardOwner, Key: st.GuardKey, Attempt: st.Pack.Attempt})
+			if !rep.OK {
+				continue
+			}
+			if rep.Superseded || (rep.Released && !st.Forwarded) {
+				n.log.Warn("held work was taken over while this peer was down; dropping it",
+					"key", st.Key, "attempt", st.Pack.Attempt, "guardian_attempt", rep.Attempt)
+				_ = n.dropHeld(st.Key)
+				return false
+			}
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -35,7 +35,7 @@ const cpuBand = 10
 //
 //  1. under PreferKnown, peers the timetable vouches for over the whole
 //     need (Verdict.Known) before those accepted on Unknown;
-//  2. a zone other than self's before self's zone (when both are known):
+//  2. a zone other than self's before self's zone (when both are named):
 //     zones fail together, so the copy a hand-off leaves behind survives
 //     a cut only if the successor is elsewhere;
 //  3. the longer spare powered time beyond the need, capped at
@@ -66,55 +66,66 @@ func (v *View) Rank(candidates []Candidate, self Candidate, expected time.Durati
 	}
 	v.mu.RUnlock()
 
-	zones := map[string]zoneAnswer{}
+	// One timetable answer and one verdict per zone, shared by its peers.
+	zones := map[string]Verdict{}
 	out := make([]Candidate, 0, len(candidates))
 	for _, l := range ls {
 		var p *presence
 		if l.found {
 			p = &l.p
 		}
-		vd, ok := v.liveness(l.c.Peer, p, l.suspected, now)
-		if !ok {
+		if _, ok := v.liveness(l.c.Peer, p, l.suspected, now, false); !ok {
 			continue
 		}
-		za, seen := zones[l.p.zone]
+		vd, seen := zones[l.p.zone]
 		if !seen {
-			za = zoneAt(s, l.p.zone, now)
-			zones[l.p.zone] = za
+			vd = v.judge(l.p.zone, zoneAt(s, l.p.zone, now), s, now, expected, need)
+			zones[l.p.zone] = vd
 		}
-		vd = v.judge(l.c.Peer, l.p.zone, za, s, now, expected, need)
 		if !vd.OK {
 			continue
 		}
 		c := l.c
-		c.Zone, c.Verdict = l.p.zone, vd
+		c.Zone, c.Verdict = l.p.zone, who(c.Peer, vd)
 		out = append(out, c)
 	}
 
-	v.shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	spare := func(c Candidate) time.Duration {
-		if !c.Verdict.Known {
-			return 0
-		}
-		return min(c.Verdict.PoweredUntil.Sub(end), v.cfg.AmpleMargin)
+	// Sort small keys rather than the candidates themselves.
+	type key struct {
+		idx              int
+		known, elsewhere bool
+		spare            time.Duration
+		queue, cpu       int
 	}
-	elsewhere := func(c Candidate) bool {
-		return self.Zone != "" && c.Zone != "" && c.Zone != self.Zone
-	}
-	slices.SortStableFunc(out, func(a, b Candidate) int {
-		if v.cfg.Unknown == PreferKnown && a.Verdict.Known != b.Verdict.Known {
-			return boolFirst(a.Verdict.Known)
+	keys := make([]key, len(out))
+	for i, c := range out {
+		k := key{idx: i, known: c.Verdict.Known, queue: c.Queue, cpu: int(c.CPU / cpuBand)}
+		k.elsewhere = self.Zone != "" && c.Zone != "" && c.Zone != self.Zone
+		if k.known {
+			k.spare = min(c.Verdict.PoweredUntil.Sub(end), v.cfg.AmpleMargin)
 		}
-		if ea, eb := elsewhere(a), elsewhere(b); ea != eb {
-			return boolFirst(ea)
+		keys[i] = k
+	}
+	v.shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	preferKnown := v.cfg.Unknown == PreferKnown
+	slices.SortStableFunc(keys, func(a, b key) int {
+		if preferKnown && a.known != b.known {
+			return boolFirst(a.known)
+		}
+		if a.elsewhere != b.elsewhere {
+			return boolFirst(a.elsewhere)
 		}
 		return cmp.Or(
-			cmp.Compare(spare(b), spare(a)),
-			cmp.Compare(a.Queue, b.Queue),
-			cmp.Compare(int(a.CPU/cpuBand), int(b.CPU/cpuBand)),
+			cmp.Compare(b.spare, a.spare),
+			cmp.Compare(a.queue, b.queue),
+			cmp.Compare(a.cpu, b.cpu),
 		)
 	})
-	return out
+	ranked := make([]Candidate, len(out))
+	for i, k := range keys {
+		ranked[i] = out[k.idx]
+	}
+	return ranked
 }
 
 // boolFirst orders a true before a false, given that they differ.

@@ -79,11 +79,11 @@ func (v *View) CanRun(peer string, expected time.Duration) Verdict {
 	now := v.clock.Now()
 	need := v.need(expected)
 	p, suspected := v.lookup(peer, now)
-	if vd, ok := v.liveness(peer, p, suspected, now); !ok {
+	if vd, ok := v.liveness(peer, p, suspected, now, true); !ok {
 		return vd
 	}
 	s := v.sched.Load()
-	return v.judge(peer, p.zone, zoneAt(s, p.zone, now), s, now, expected, need)
+	return who(peer, v.judge(p.zone, zoneAt(s, p.zone, now), s, now, expected, need))
 }
 
 func (v *View) need(expected time.Duration) time.Duration {
@@ -102,41 +102,47 @@ func (v *View) lookup(peer string, now time.Time) (*presence, bool) {
 	return &c, v.suspectedAt(p, now)
 }
 
-// liveness applies rules 1-3 of CanRun.
-func (v *View) liveness(peer string, p *presence, suspected bool, now time.Time) (Verdict, bool) {
+// liveness applies rules 1-3 of CanRun; without explain it leaves Reason
+// empty (Rank drops refused peers, so their reasons would be wasted work).
+func (v *View) liveness(peer string, p *presence, suspected bool, now time.Time, explain bool) (Verdict, bool) {
 	if p == nil || p.seen.IsZero() {
-		return Verdict{Reason: fmt.Sprintf("peer %s: no presence heard", peer)}, false
+		return Verdict{Reason: "peer " + peer + ": no presence heard"}, false
 	}
 	vd := Verdict{Zone: p.zone}
+	live := now.Sub(p.seen) <= v.cfg.PresenceTTL && !suspected && !p.draining
+	if live || !explain {
+		return vd, live
+	}
 	switch {
 	case now.Sub(p.seen) > v.cfg.PresenceTTL:
 		vd.Reason = fmt.Sprintf("peer %s (zone %s): stale, last heard %s ago (TTL %s)", peer, p.zone, short(now.Sub(p.seen)), short(v.cfg.PresenceTTL))
 	case suspected:
 		vd.Reason = fmt.Sprintf("peer %s (zone %s): suspected by heartbeat at %s", peer, p.zone, stamp(p.suspected))
-	case p.draining:
-		vd.Reason = fmt.Sprintf("peer %s (zone %s): draining", peer, p.zone)
 	default:
-		return vd, true
+		vd.Reason = fmt.Sprintf("peer %s (zone %s): draining", peer, p.zone)
 	}
 	return vd, false
 }
 
-// judge applies rule 4 of CanRun to a live peer.
-func (v *View) judge(peer, zone string, za zoneAnswer, s *schedule.Schedule, now time.Time, expected, need time.Duration) Verdict {
+// judge applies rule 4 of CanRun to a live peer in zone. The Reason it
+// returns lacks the "peer P (zone Z): " prefix (see who), so Rank can share
+// one verdict among the peers of a zone.
+func (v *View) judge(zone string, za zoneAnswer, s *schedule.Schedule, now time.Time, expected, need time.Duration) Verdict {
 	vd := Verdict{Zone: zone, State: za.state, PoweredUntil: za.until, Next: za.next}
-	who := fmt.Sprintf("peer %s (zone %s)", peer, zone)
-	needs := fmt.Sprintf("needs %s (%s expected + %s margin)", short(need), short(max(expected, 0)), short(v.cfg.Margin))
 	if za.blind != "" {
-		vd.OK, vd.Reason = true, who+": live; "+za.blind+", so liveness alone decides"
+		vd.OK, vd.Reason = true, "live; "+za.blind+", so liveness alone decides"
 		return vd
 	}
 	end := now.Add(need)
+	needs := func() string {
+		return "needs " + short(need) + " (" + short(max(expected, 0)) + " expected + " + short(v.cfg.Margin) + " margin)"
+	}
 	unknown := func(what string) Verdict {
 		if v.cfg.Unknown == DenyUnknown {
-			vd.Reason = who + ": " + what + "; refused by unknown-policy deny; " + needs
+			vd.Reason = what + "; refused by unknown-policy deny; " + needs()
 			return vd
 		}
-		vd.OK, vd.Reason = true, who+": "+what+"; accepted by unknown-policy "+v.cfg.Unknown.String()
+		vd.OK, vd.Reason = true, what+"; accepted by unknown-policy "+v.cfg.Unknown.String()
 		return vd
 	}
 	switch za.state {
@@ -144,14 +150,14 @@ func (v *View) judge(peer, zone string, za zoneAnswer, s *schedule.Schedule, now
 		switch {
 		case !za.until.Before(end):
 			vd.OK, vd.Known = true, true
-			vd.Reason = fmt.Sprintf("%s: powered until %s, %s spare beyond the %s it needs", who, stamp(za.until), short(za.until.Sub(end)), short(need))
+			vd.Reason = "powered until " + stamp(za.until) + ", " + short(za.until.Sub(end)) + " spare beyond the " + short(need) + " it needs"
 		case za.next == schedule.Dark:
-			vd.Reason = fmt.Sprintf("%s: goes dark at %s, in %s; %s", who, stamp(za.until), short(za.until.Sub(now)), needs)
+			vd.Reason = "goes dark at " + stamp(za.until) + ", in " + short(za.until.Sub(now)) + "; " + needs()
 		default:
-			return unknown(fmt.Sprintf("powered until %s, then the timetable does not know", stamp(za.until)))
+			return unknown("powered until " + stamp(za.until) + ", then the timetable does not know")
 		}
 	case schedule.Dark:
-		vd.Reason = fmt.Sprintf("%s: dark now", who)
+		vd.Reason = "dark now"
 		if at, ok := s.NextRestore(zone, now); ok {
 			vd.Reason += ", power returns at " + stamp(at)
 		}
@@ -161,6 +167,12 @@ func (v *View) judge(peer, zone string, za zoneAnswer, s *schedule.Schedule, now
 		}
 		return unknown("timetable does not know the zone's state now")
 	}
+	return vd
+}
+
+// who prefixes a zone verdict's reason with the peer it is about.
+func who(peer string, vd Verdict) Verdict {
+	vd.Reason = "peer " + peer + " (zone " + vd.Zone + "): " + vd.Reason
 	return vd
 }
 

@@ -108,9 +108,9 @@ func (v *View) Observe(peer, zone string, draining bool, at time.Time) {
 	defer v.mu.Unlock()
 	p := v.peers[peer]
 	if p == nil {
+		v.maybePrune(at)
 		p = &presence{}
 		v.peers[peer] = p
-		v.maybePrune(at)
 	}
 	if at.Before(p.seen) {
 		return

@@ -133,29 +133,12 @@ func (v *validator) workflowRoot(w *grammar.Workflow) error {
 	if w == nil || len(w.Steps) == 0 {
 		return fail("workflow", "", "empty workflow (a pack carries at least the service to run)")
 	}
-	if _, ok := w.Steps[0].(*grammar.Service); !ok {
-		return fail("workflow[0]", "", "first step is %s, want a service (the sender resolves patterns before handing off)", stepName(w.Steps[0]))
-	}
+	// Any step may lead: packs journaled or replicated between hops (the
+	// origin's first pack, a join's continuation) can start with a pattern.
+	// The hand-off handler itself insists on a leading service.
 	return v.steps(w, 0)
 }
 
-func stepName(s grammar.Step) string {
-	switch s.(type) {
-	case *grammar.Service:
-		return "a service"
-	case *grammar.Fork:
-		return "a FORK"
-	case *grammar.Choice:
-		return "a CHOICE"
-	case *grammar.First:
-		return "a FIRST"
-	case *grammar.Failover:
-		return "a FAILOVER"
-	case nil:
-		return "nil"
-	}
-	return fmt.Sprintf("%T", s)
-}
 
 // steps checks a non-root workflow whose patterns sit at nesting depth.
 func (v *validator) steps(w *grammar.Workflow, depth int) error {

@@ -32,9 +32,6 @@ func TestValidateRejects(t *testing.T) {
 		{"too many origins", Limits{}, func(p *Pack) { p.Origin = make([]Peer, MaxPeers+1) }, "origin", "MaxPeers", "33 peers"},
 		{"empty workflow", Limits{}, func(p *Pack) { p.Workflow = &grammar.Workflow{} }, "workflow", "", "empty workflow"},
 		{"nil workflow", Limits{}, func(p *Pack) { p.Workflow = nil }, "workflow", "", "empty workflow"},
-		{"pattern first", Limits{}, func(p *Pack) {
-			p.Workflow = seq(fork(seq(svc("A", "0.0/0")), seq(svc("B", "0.1/0"))))
-		}, "workflow[0]", "", "first step is a FORK, want a service"},
 		{"empty service name", Limits{}, func(p *Pack) { p.Workflow = seq(svc("", "0")) }, "workflow[0].name", "", "service name is empty"},
 		{"long service name", Limits{}, func(p *Pack) { p.Workflow = seq(svc(strings.Repeat("s", 300), "0")) }, "workflow[0].name", "MaxNameLen", "300 bytes, over MaxNameLen=256"},
 		{"space in service name", Limits{}, func(p *Pack) { p.Workflow = seq(svc("rm -rf", "0")) }, "workflow[0].name", "", `' ' at byte 2`},

@@ -12,21 +12,6 @@ import (
 	"strings"
 )
 
-// Signed schedules: the envelope a schedule travels in when it is published
-// on pubsub.
-//
-// Trust model. A node trusts the Ed25519 public keys listed in its own
-// configuration, and nothing else: not the peer that relayed the message,
-// not the key that signed the schedule it holds, not a key named inside a
-// schedule. A signed schedule is accepted only if its signer is one of those
-// keys and the signature covers the exact bytes carried. Typically the list
-// holds the key of the operator who publishes timetables (and the node's own
-// key, so `bedwe schedule publish` on that node round-trips). A node with an
-// empty list accepts no gossiped schedule; it may still load a local file,
-// which the operator put there. Which of two accepted schedules wins is
-// decided afterwards by Newer (issued_at), not by the signer. Keys are not
-// revoked in band: removing a key from the configuration is the revocation.
-
 // SignedFormat tags the JSON encoding of a Signed envelope.
 const SignedFormat = "bedwe-signed-schedule/1"
 
@@ -49,14 +34,27 @@ var (
 	ErrMalformedSigned = errors.New("malformed signed schedule")
 )
 
-// Signed is a schedule as published: the exact Marshal output, the Ed25519
-// public key of its signer and the signature over both.
+// Signed is a schedule as published on pubsub: the exact Marshal output,
+// the Ed25519 public key of its signer and the signature over the bytes.
+//
+// Trust model. A node trusts the Ed25519 public keys listed in its own
+// configuration, and nothing else: not the peer that relayed the message,
+// not the key that signed the schedule it holds, not a key named inside a
+// schedule. A signed schedule is accepted only if its signer is one of those
+// keys and the signature covers the exact bytes carried. Typically the list
+// holds the key of the operator who publishes timetables (and the node's own
+// key, so `bedwe schedule publish` on that node round-trips). A node with an
+// empty list accepts no gossiped schedule; it may still load a local file,
+// which the operator put there. Which of two accepted schedules wins is
+// decided afterwards by Newer (issued_at), not by the signer. Keys are not
+// revoked in band: removing a key from the configuration is the revocation.
 type Signed struct {
 	// Schedule is the bedwe-schedule/1 document (Schedule.Marshal output).
 	Schedule []byte
 	// Signer is the raw 32-byte Ed25519 public key that signed it.
 	Signer []byte
-	// Signature is the 64-byte Ed25519 signature of signingContext+Schedule.
+	// Signature is the 64-byte Ed25519 signature of the line
+	// "bedwe-schedule-signature/1" (with its newline) followed by Schedule.
 	Signature []byte
 }
 

@@ -41,6 +41,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--services", services,
 		"--network", m.Network,
 		"--mdns=false",
+		"--profile", "testnet",
 		"--announce", m.Announce,
 		"--log-level", "info",
 	}

@@ -41,6 +41,7 @@ Examples:
 			&cli.DurationFlag{Name: "announce", Usage: "presence announcement interval", Value: 5 * time.Second},
 			&cli.DurationFlag{Name: "no-peer-wait", Usage: "how long to wait for a provider of the next service before failing", Value: 30 * time.Second},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
+			&cli.StringFlag{Name: "profile", Usage: "timing profile: mesh (real boards: 1 s beats, ~5 s detection) or testnet (loopback: 250 ms beats, ~1.5 s detection)", Value: "mesh"},
 		},
 		Action: runNode,
 	}
@@ -55,15 +56,27 @@ func runNode(c *cli.Context) error {
 		return cli.Exit("--log-level: "+err.Error(), 1)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg := node.DefaultConfig()
+	var cfg node.Config
+	switch c.String("profile") {
+	case "mesh":
+		cfg = node.DefaultConfig()
+	case "testnet":
+		cfg = node.TestnetConfig()
+	default:
+		return cli.Exit(fmt.Sprintf("--profile %q: use mesh or testnet", c.String("profile")), 1)
+	}
 	cfg.DataDir = c.String("data")
 	cfg.Listen = c.StringSlice("listen")
 	cfg.Bootstrap = c.StringSlice("bootstrap")
 	cfg.Zone = c.String("zone")
 	cfg.ServicesFile = c.String("services")
 	cfg.Network = c.String("network")
-	cfg.MDNS = c.Bool("mdns")
-	cfg.AnnounceInterval = c.Duration("announce")
+	if c.IsSet("mdns") || c.String("profile") == "mesh" {
+		cfg.MDNS = c.Bool("mdns")
+	}
+	if c.IsSet("announce") || c.String("profile") == "mesh" {
+		cfg.AnnounceInterval = c.Duration("announce")
+	}
 	cfg.PresenceTTL = max(3*cfg.AnnounceInterval, 5*time.Second)
 	cfg.NoPeerWait = c.Duration("no-peer-wait")
 	cfg.Logger = logger

@@ -133,6 +133,9 @@ type Status struct {
 	Result map[string]json.RawMessage `cbor:"9,keyasint,omitempty" json:"result,omitempty"`
 	Trace  []pack.TraceEntry          `cbor:"10,keyasint,omitempty" json:"trace,omitempty"`
 	Origin string                     `cbor:"11,keyasint,omitempty" json:"origin,omitempty"`
+	// Origins are full multiaddrs of the peers holding this record (the
+	// origin, then its replicas): ask the next when one does not answer.
+	Origins []string `cbor:"12,keyasint,omitempty" json:"origins,omitempty"`
 }
 
 // PeerInfo is one peer's presence as a node sees it.
@@ -169,4 +172,62 @@ type PresenceFile struct {
 	Self    string     `json:"self"`
 	Updated time.Time  `json:"updated"`
 	Peers   []PeerInfo `json:"peers"`
+}
+
+// Reliability protocols (see node/guard.go).
+const (
+	// ProtoBeat is a long-lived stream on which a holder of guarded work
+	// writes one small frame per heartbeat interval to each guardian.
+	ProtoBeat = "/bedwe/beat/1.0.0"
+	// ProtoGuard carries guardian bookkeeping: copies of handed-off packs,
+	// releases, re-route notices, ownership queries and replicas of join and
+	// origin records.
+	ProtoGuard = "/bedwe/guard/1.0.0"
+)
+
+// Guard operations.
+const (
+	GuardStore      = "store"      // keep a copy of a pack held by Holder
+	GuardRelease    = "release"    // the holder moved the pack on: drop the copy
+	GuardStatus     = "status"     // what do you know of Key?
+	GuardOwner      = "owner"      // (from a restarted holder) do I still own Key at Attempt?
+	GuardSuperseded = "superseded" // (to an old holder) Key was re-routed at Attempt: stop
+	GuardAddWatcher = "add-watcher"
+	GuardJoin       = "join"        // store a replica of a join record
+	GuardJoinUpdate = "join-update" // a branch result the primary accepted
+	GuardJoinDone   = "join-done"   // the primary moved the continuation on
+	GuardJoinStatus = "join-status" // (from a restarted primary) did you take over?
+	GuardOrigin     = "origin"      // store a replica of a workflow record
+	GuardOriginDone = "origin-done" // the workflow finished (replica update)
+)
+
+// GuardMsg is one guardian request.
+type GuardMsg struct {
+	Op      string    `cbor:"1,keyasint"`
+	Key     string    `cbor:"2,keyasint,omitempty"`
+	Attempt int       `cbor:"3,keyasint,omitempty"`
+	Pack    []byte    `cbor:"4,keyasint,omitempty"`
+	Holder  pack.Peer `cbor:"5,keyasint,omitempty"`
+	// Primary is the guardian that re-routes first; others are backups.
+	Primary  pack.Peer  `cbor:"6,keyasint,omitempty"`
+	Watcher  pack.Peer  `cbor:"7,keyasint,omitempty"`
+	Record   []byte     `cbor:"8,keyasint,omitempty"`
+	Delivery *Delivery  `cbor:"9,keyasint,omitempty"`
+	Origin   *OriginMsg `cbor:"10,keyasint,omitempty"`
+}
+
+// GuardReply answers a GuardMsg.
+type GuardReply struct {
+	OK    bool   `cbor:"1,keyasint"`
+	Error string `cbor:"2,keyasint,omitempty"`
+	// Known says the guardian has an entry (or a tombstone) for Key.
+	Known bool `cbor:"3,keyasint,omitempty"`
+	// Released says Key was moved on.
+	Released bool      `cbor:"4,keyasint,omitempty"`
+	Holder   pack.Peer `cbor:"5,keyasint,omitempty"`
+	Attempt  int       `cbor:"6,keyasint,omitempty"`
+	// Superseded tells a restarted holder its copy is stale.
+	Superseded bool `cbor:"7,keyasint,omitempty"`
+	// Active tells a restarted join primary that the replica took over.
+	Active bool `cbor:"8,keyasint,omitempty"`
 }

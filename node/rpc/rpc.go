@@ -142,3 +142,11 @@ func ShortID(p peer.ID) string {
 	}
 	return s
 }
+
+// ShortIDString is ShortID for a peer ID in string form.
+func ShortIDString(s string) string {
+	if len(s) > 12 {
+		return s[len(s)-8:]
+	}
+	return s
+}

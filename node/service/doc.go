@@ -41,6 +41,9 @@
 //	  # builtins, for testing
 //	  S1: {kind: sleep, duration: 50ms}
 //	  S2: {kind: echo}
+//	  # fail: fails with a probability; with a seed, each attempt's outcome
+//	  # is a hash of the seed and its idempotency key, so a run replays
+//	  # exactly on every peer, and a retry draws again.
 //	  flaky: {kind: fail, probability: 0.3, seed: 1}
 //	  # sleep for a time named by the request: the step attribute sleep=2s,
 //	  # else the input field sleep_ms (a number of milliseconds, or an object
@@ -71,12 +74,29 @@
 //
 // An exec command runs in its own process group. On timeout or cancellation
 // the whole group is killed (SIGKILL, after the optional SIGTERM grace), and
-// Invoke returns promptly even if a grandchild that escaped the group still
-// holds the output pipes. When the command exits, whatever it left running in
+// Invoke returns promptly even if a grandchild that escaped the group (setsid)
+// still holds the output pipes: they are closed a second after the kill. When the command exits, whatever it left running in
 // its group is killed too: cancelled or finished work is not left running.
 //
 // The request carries an idempotency key (workflow id, step path and attempt,
 // see [IdempotencyKey]) so a service can deduplicate repeated deliveries. exec
-// commands also see it in the environment as BEDWE_IDEMPOTENCY_KEY, and http
-// services in the Idempotency-Key header.
+// commands also see it in the environment as BEDWE_IDEMPOTENCY_KEY (with
+// BEDWE_SERVICE, BEDWE_WORKFLOW_ID, BEDWE_STEP and BEDWE_ATTEMPT), and http
+// services in the Idempotency-Key header. A result (exec stdout, http body)
+// is limited to [MaxOutput] bytes.
+//
+// # Files
+//
+//	doc.go        this overview and the file format
+//	parse.go      reading the file: YAML document, top level, errors with positions
+//	decl.go       one service declaration: fields per kind, values, command lookup
+//	fileerror.go  Error and ErrorList
+//	registry.go   Registry, Lookup, patterns, Default, NewRegistry
+//	request.go    Request, Service, IdempotencyKey, result checks
+//	bound.go      per-attempt timeout and error classification; Func
+//	errors.go     Failure and Timeout
+//	exec_unix.go  exec: process groups, pipes, kill on timeout or cancel
+//	http.go       http: POST JSON
+//	builtin.go    sleep, echo, fail
+//	capture.go    bounded stdout buffer and stderr tail
 package service

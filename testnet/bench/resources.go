@@ -39,6 +39,7 @@ func (r *Runner) RunResources(ctx context.Context, c Config) ([]ResourceRow, err
 	if err != nil {
 		return nil, err
 	}
+	idle.LoadDesc = "nothing submitted"
 	fmt.Fprintf(r.Progress, "resources idle: %d nodes, %.1f MiB RSS mean, %.1f%% CPU total\n", idle.Nodes, idle.RSSMeanMB, idle.CPUTotalPct)
 	src := Parallel("e", 10, 10)
 	var done atomic.Int64

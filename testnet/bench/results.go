@@ -39,6 +39,9 @@ func RunExperiments(ctx context.Context, r *Runner, c Config, exps []string) (*R
 		res.Ended = time.Now().UTC()
 		res.LoadAvgAtFinish = LoadAvg()
 	}()
+	if err := r.Warmup(ctx); err != nil {
+		return res, err
+	}
 	for _, e := range Experiments {
 		if !slices.Contains(exps, e) {
 			continue

@@ -98,6 +98,18 @@ func (r *Runner) Repeat(ctx context.Context, experiment, point string, n int, so
 	return runs, nil
 }
 
+// Warmup runs one unmeasured no-op sequence twice as long as the testnet
+// is large, so the hand-offs of the first measured run do not pay for
+// opening connections and loading code paths.
+func (r *Runner) Warmup(ctx context.Context) error {
+	t0 := time.Now()
+	if _, err := r.Run(ctx, "warm-up", Sequential("e", 2*len(r.Net.Nodes)), nil); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	fmt.Fprintf(r.Progress, "warm-up: %d services in %s\n", 2*len(r.Net.Nodes), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
 func makespans(runs []Run) []time.Duration {
 	out := make([]time.Duration, len(runs))
 	for i, r := range runs {

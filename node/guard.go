@@ -1,0 +1,474 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Guarding, in one paragraph: when a peer hands a pack to a successor it
+// keeps a copy (it becomes the pack's primary guardian) and asks a backup
+// guardian, in another zone where possible, to keep one too. The holder
+// beats to its guardians while it holds the pack, and releases them once it
+// has moved the pack on (handed the residual to the next peer, or delivered
+// the branch's end). A guardian whose holder falls silent re-routes the pack
+// to another peer with attempt+1 and never back to the silent one; a backup
+// does so only when the primary is gone too. Attempt numbers fence the
+// re-route: a holder that comes back learns it was superseded and drops its
+// stale copy, and joins and origins keep one result per branch.
+
+// guardRole says which guardian acts first.
+type guardRole uint8
+
+const (
+	rolePrimary guardRole = iota + 1
+	roleBackup
+)
+
+// guardEntry is a guardian's copy of a pack held elsewhere.
+type guardEntry struct {
+	Key     string    `cbor:"1,keyasint"`
+	PackRaw []byte    `cbor:"2,keyasint"`
+	Holder  pack.Peer `cbor:"3,keyasint"`
+	Attempt int       `cbor:"4,keyasint"`
+	Role    guardRole `cbor:"5,keyasint"`
+	Primary pack.Peer `cbor:"6,keyasint,omitempty"`
+	// Tried lists holders that went silent on this step: never again.
+	Tried []string  `cbor:"7,keyasint,omitempty"`
+	Since time.Time `cbor:"8,keyasint"`
+	// Backups are the other guardians this (primary) entry told about.
+	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
+}
+
+// guardKey names a step in flight: workflow and step path (attempts share it).
+func guardKey(p *pack.Pack) string {
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	return p.WorkflowID + "|" + head.Path
+}
+
+func (n *Node) saveGuard(e *guardEntry) error {
+	return n.journal.Put(journal.BucketOutbox, e.Key, rpc.MustCBOR(e))
+}
+
+// guardHandedOff records that this peer now guards p, held by holder, and
+// recruits a backup guardian in the background.
+func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
+	if holder == n.host.ID() {
+		return // local hand-off: the backup guards it
+	}
+	raw, err := pack.Encode(p)
+	if err != nil {
+		n.log.Error("encode guarded pack", "err", err)
+		return
+	}
+	e := &guardEntry{
+		Key: guardKey(p), PackRaw: raw, Holder: n.peerRef(holder), Attempt: p.Attempt,
+		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(),
+	}
+	n.mu.Lock()
+	n.guards[e.Key] = e
+	err = n.saveGuard(e)
+	n.mu.Unlock()
+	if err != nil {
+		n.log.Error("journal guard", "key", e.Key, "err", err)
+	}
+	n.watchHolder(holder)
+	n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
+}
+
+// recruitBackup asks a peer in another zone to guard e too, and tells the
+// holder to beat to it.
+func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
+	holder, err := peer.Decode(e.Holder.ID)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	raw, att := e.PackRaw, e.Attempt
+	n.mu.Unlock()
+	b, ok := n.pickGuardian(map[peer.ID]bool{holder: true, n.host.ID(): true}, e.Holder.Zone)
+	if !ok {
+		return
+	}
+	msg := api.GuardMsg{Op: api.GuardStore, Key: e.Key, Attempt: att, Pack: raw, Holder: e.Holder, Primary: n.self()}
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(ctx, n.host, b, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
+		n.log.Debug("backup guardian refused", "peer", rpc.ShortID(b), "err", err)
+		return
+	}
+	n.mu.Lock()
+	e.Backups = append(e.Backups, n.peerRef(b))
+	_ = n.saveGuard(e)
+	n.mu.Unlock()
+	add := api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: att, Watcher: n.peerRef(b)}
+	_ = rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, add, &rep, n.cfg.StreamTimeout)
+}
+
+// pickGuardian chooses a live peer outside exclude, preferring a zone other
+// than avoidZone and this peer's.
+func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID, bool) {
+	var best peer.ID
+	bestScore := -1
+	for id, a := range n.pres.live() {
+		if exclude[id] || a.Draining || n.suspected(id) {
+			continue
+		}
+		score := 1
+		if a.Zone != avoidZone {
+			score += 4
+		}
+		if a.Zone != n.cfg.Zone {
+			score += 2
+		}
+		if score > bestScore || (score == bestScore && id < best) {
+			best, bestScore = id, score
+		}
+	}
+	return best, bestScore >= 0
+}
+
+func (n *Node) peerRef(id peer.ID) pack.Peer {
+	if id == n.host.ID() {
+		return n.self()
+	}
+	ref := pack.Peer{ID: id.String()}
+	for _, a := range n.host.Peerstore().Addrs(id) {
+		ref.Addrs = append(ref.Addrs, a.String())
+	}
+	if a, ok := n.pres.get(id); ok {
+		ref.Zone = a.Zone
+		if len(ref.Addrs) == 0 {
+			ref.Addrs = a.Addrs
+		}
+	}
+	return ref
+}
+
+// watchHolder makes sure the failure detector watches holder.
+func (n *Node) watchHolder(holder peer.ID) {
+	if err := n.watcher.Watch(holder.String()); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("watch holder", "peer", rpc.ShortID(holder), "err", err)
+	}
+}
+
+// unwatchIfIdle stops watching holder when nothing guarded is held by it.
+func (n *Node) unwatchIfIdle(holder string) {
+	n.mu.Lock()
+	for _, e := range n.guards {
+		if e.Holder.ID == holder {
+			n.mu.Unlock()
+			return
+		}
+	}
+	for _, j := range n.joins {
+		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == holder {
+			n.mu.Unlock()
+			return
+		}
+	}
+	n.mu.Unlock()
+	n.watcher.Unwatch(holder)
+}
+
+func (n *Node) suspected(id peer.ID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, ok := n.suspects[id.String()]
+	return ok && time.Since(at) < n.cfg.SuspectMemory
+}
+
+// onSuspect is the failure detector's verdict on a silent holder: every
+// entry it held is re-routed (primary) or checked with the primary (backup),
+// and every join whose primary it was is taken over.
+func (n *Node) onSuspect(s heartbeat.Suspicion) {
+	n.mu.Lock()
+	n.suspects[s.Key] = time.Now()
+	var entries []*guardEntry
+	for _, e := range n.guards {
+		if e.Holder.ID == s.Key {
+			entries = append(entries, e)
+		}
+	}
+	var joins []*joinRecord
+	for _, j := range n.joins {
+		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == s.Key {
+			joins = append(joins, j)
+		}
+	}
+	n.mu.Unlock()
+	n.log.Warn("peer suspected", "peer", s.Key, "silence_ms", s.Silence.Milliseconds(),
+		"guarded", len(entries), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
+	n.pres.forgetID(s.Key)
+	for _, e := range entries {
+		n.spawn(func(ctx context.Context) { n.holderLost(ctx, e, s) })
+	}
+	for _, j := range joins {
+		n.spawn(func(ctx context.Context) { n.takeOverJoin(ctx, j, "primary "+rpc.ShortIDString(s.Key)+" went silent") })
+	}
+}
+
+// holderLost handles one guarded pack whose holder went silent.
+func (n *Node) holderLost(ctx context.Context, e *guardEntry, s heartbeat.Suspicion) {
+	n.mu.Lock()
+	role, holder, attempt := e.Role, e.Holder.ID, e.Attempt
+	primary := e.Primary
+	n.mu.Unlock()
+	if holder != s.Key {
+		return // already re-routed
+	}
+	if role == roleBackup {
+		// The primary acts first; wait for it, then ask.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(n.cfg.BackupDelay):
+		}
+		if pid, err := peer.Decode(primary.ID); err == nil {
+			n.learnAddrs(pid, primary.Addrs)
+			var rep api.GuardReply
+			err := rpc.CallCBOR(ctx, n.host, pid, api.ProtoGuard, api.GuardMsg{Op: api.GuardStatus, Key: e.Key}, &rep, 2*time.Second)
+			if err == nil {
+				n.followPrimary(e, rep, s.Key)
+				return
+			}
+		}
+		n.mu.Lock()
+		if e.Holder.ID != s.Key || e.Attempt != attempt {
+			n.mu.Unlock()
+			return
+		}
+		e.Role = rolePrimary
+		n.mu.Unlock()
+		n.log.Warn("primary guardian gone too; re-routing as backup", "key", e.Key)
+	}
+	n.reroute(ctx, e, s)
+}
+
+// followPrimary applies what the primary guardian says of a key.
+func (n *Node) followPrimary(e *guardEntry, rep api.GuardReply, silent string) {
+	n.mu.Lock()
+	switch {
+	case rep.Released || !rep.Known:
+		delete(n.guards, e.Key)
+		_ = n.journal.Delete(journal.BucketOutbox, e.Key)
+		n.mu.Unlock()
+		n.unwatchIfIdle(silent)
+		return
+	case rep.Holder.ID != silent || rep.Attempt > e.Attempt:
+		e.Holder, e.Attempt = rep.Holder, rep.Attempt
+		_ = n.saveGuard(e)
+		n.mu.Unlock()
+		if id, err := peer.Decode(rep.Holder.ID); err == nil {
+			n.learnAddrs(id, rep.Holder.Addrs)
+			n.watchHolder(id)
+			n.spawn(func(ctx context.Context) {
+				var r api.GuardReply
+				_ = rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: rep.Attempt, Watcher: n.self()}, &r, n.cfg.StreamTimeout)
+			})
+		}
+		n.unwatchIfIdle(silent)
+		return
+	}
+	n.mu.Unlock()
+	// The primary still sees the holder: our suspicion was ours alone.
+	if id, err := peer.Decode(silent); err == nil {
+		n.watchHolder(id)
+	}
+}
+
+// reroute re-sends a guarded pack whose holder went silent, with attempt+1,
+// to another peer; an at-most-once step fails its workflow instead.
+func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion) {
+	p, err := pack.Decode(e.PackRaw, n.limits)
+	if err != nil {
+		n.log.Error("guarded pack unreadable", "key", e.Key, "err", err)
+		return
+	}
+	head := p.Workflow.Steps[0].(*grammar.Service)
+	n.mu.Lock()
+	silent := e.Holder
+	tried := append(slices.Clone(e.Tried), silent.ID)
+	since := e.Since
+	n.mu.Unlock()
+	note := fmt.Sprintf("holder %s (zone %s) silent for %s; re-routed by %s as attempt %d",
+		rpc.ShortIDString(silent.ID), silent.Zone, s.Silence.Round(time.Millisecond), rpc.ShortID(n.host.ID()), p.Attempt+1)
+	p.Trace = append(p.Trace, pack.TraceEntry{
+		Path: head.Path, Service: head.Name, Peer: silent.ID, Zone: silent.Zone,
+		Start: since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
+	})
+	n.reportEvent(p, p.Trace[len(p.Trace)-1])
+	if head.Once() {
+		msg := fmt.Sprintf("step %s (path %s) is at-most-once (once=true) and its holder %s vanished: outcome unknown, not re-running",
+			head.Name, head.Path, rpc.ShortIDString(silent.ID))
+		n.dropGuard(e.Key, silent.ID)
+		if err := n.finishBranch(ctx, p, false, msg); err != nil {
+			n.log.Error("report at-most-once failure", "err", err)
+		}
+		return
+	}
+	p.Attempt++
+	exclude := map[peer.ID]bool{}
+	for _, t := range tried {
+		if id, err := peer.Decode(t); err == nil {
+			exclude[id] = true
+		}
+	}
+	n.log.Warn("re-routing", "key", e.Key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
+	target, err := n.handoffExcluding(ctx, p, nil, exclude)
+	if err != nil {
+		if errorsIsCancel(err) || ctx.Err() != nil {
+			return
+		}
+		n.dropGuard(e.Key, silent.ID)
+		if ferr := n.finishBranch(ctx, p, false, fmt.Sprintf("step %s (path %s): re-route failed: %v", head.Name, head.Path, err)); ferr != nil {
+			n.log.Error("report failure", "err", ferr)
+		}
+		return
+	}
+	raw, _ := pack.Encode(p)
+	n.mu.Lock()
+	e.PackRaw, e.Holder, e.Attempt, e.Tried, e.Since, e.Role = raw, n.peerRef(target), p.Attempt, tried, time.Now().UTC(), rolePrimary
+	backups := slices.Clone(e.Backups)
+	_ = n.saveGuard(e)
+	n.mu.Unlock()
+	n.unwatchIfIdle(silent.ID)
+	if target != n.host.ID() {
+		n.watchHolder(target)
+	} else {
+		n.dropGuard(e.Key, "")
+	}
+	// Tell the old holder (if it is only slow) and the co-guardians.
+	if old, err := peer.Decode(silent.ID); err == nil {
+		n.spawn(func(ctx context.Context) {
+			var r api.GuardReply
+			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
+		})
+	}
+	for _, b := range backups {
+		if bid, err := peer.Decode(b.ID); err == nil && bid != target {
+			msg := api.GuardMsg{Op: api.GuardStore, Key: e.Key, Attempt: p.Attempt, Pack: raw, Holder: n.peerRef(target), Primary: n.self()}
+			n.spawn(func(ctx context.Context) {
+				var r api.GuardReply
+				_ = rpc.CallCBOR(ctx, n.host, bid, api.ProtoGuard, msg, &r, n.cfg.StreamTimeout)
+			})
+		}
+	}
+}
+
+func (n *Node) dropGuard(key, holder string) {
+	n.mu.Lock()
+	delete(n.guards, key)
+	n.released[key] = time.Now()
+	_ = n.journal.Delete(journal.BucketOutbox, key)
+	n.mu.Unlock()
+	if holder != "" {
+		n.unwatchIfIdle(holder)
+	}
+}
+
+// handleGuard serves guardian bookkeeping.
+func (n *Node) handleGuard(_ context.Context, from peer.ID, req []byte) []byte {
+	var m api.GuardMsg
+	if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+		return rpc.MustCBOR(api.GuardReply{Error: "bad guard message: " + err.Error()})
+	}
+	return rpc.MustCBOR(n.guardOp(from, m))
+}
+
+func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+	switch m.Op {
+	case api.GuardStore:
+		if _, err := pack.Decode(m.Pack, n.limits); err != nil {
+			return api.GuardReply{Error: "bad pack: " + err.Error()}
+		}
+		role := roleBackup
+		if m.Primary.ID == "" || m.Primary.ID == n.host.ID().String() {
+			role = rolePrimary
+		}
+		n.mu.Lock()
+		e, ok := n.guards[m.Key]
+		if ok && e.Attempt > m.Attempt {
+			n.mu.Unlock()
+			return api.GuardReply{OK: true}
+		}
+		if !ok {
+			e = &guardEntry{Key: m.Key}
+			n.guards[m.Key] = e
+		}
+		oldHolder := e.Holder.ID
+		e.PackRaw, e.Holder, e.Attempt, e.Role, e.Primary, e.Since = m.Pack, m.Holder, m.Attempt, role, m.Primary, time.Now().UTC()
+		err := n.saveGuard(e)
+		n.mu.Unlock()
+		if err != nil {
+			return api.GuardReply{Error: "journal: " + err.Error()}
+		}
+		if id, err := peer.Decode(m.Holder.ID); err == nil {
+			n.learnAddrs(id, m.Holder.Addrs)
+			if id != n.host.ID() {
+				n.watchHolder(id)
+			}
+		}
+		if oldHolder != "" && oldHolder != m.Holder.ID {
+			n.unwatchIfIdle(oldHolder)
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardRelease:
+		n.mu.Lock()
+		e, ok := n.guards[m.Key]
+		if ok && e.Attempt > m.Attempt {
+			n.mu.Unlock()
+			return api.GuardReply{OK: true} // a newer attempt is still out
+		}
+		holder := ""
+		if ok {
+			holder = e.Holder.ID
+		}
+		n.mu.Unlock()
+		n.dropGuard(m.Key, holder)
+		return api.GuardReply{OK: true}
+	case api.GuardStatus:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if e, ok := n.guards[m.Key]; ok {
+			return api.GuardReply{OK: true, Known: true, Holder: e.Holder, Attempt: e.Attempt}
+		}
+		if _, ok := n.released[m.Key]; ok {
+			return api.GuardReply{OK: true, Known: true, Released: true}
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardOwner:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if e, ok := n.guards[m.Key]; ok {
+			return api.GuardReply{OK: true, Known: true, Attempt: e.Attempt, Holder: e.Holder,
+				Superseded: e.Attempt > m.Attempt || (e.Attempt == m.Attempt && e.Holder.ID != from.String())}
+		}
+		if _, ok := n.released[m.Key]; ok {
+			return api.GuardReply{OK: true, Known: true, Released: true}
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardSuperseded:
+		n.supersedeHeld(m.Key, m.Attempt)
+		return api.GuardReply{OK: true}
+	case api.GuardAddWatcher:
+		if !n.addWatcher(m.Key, m.Attempt, m.Watcher) {
+			return api.GuardReply{OK: true, Released: true}
+		}
+		return api.GuardReply{OK: true}
+	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus:
+		return n.joinReplicaOp(from, m)
+	case api.GuardOrigin, api.GuardOriginDone:
+		return n.originReplicaOp(m)
+	}
+	return api.GuardReply{Error: fmt.Sprintf("unknown guard operation %q", m.Op)}
+}
