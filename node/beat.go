@@ -23,6 +23,7 @@ type heldItem struct {
 	guardians []pack.Peer
 	cancel    context.CancelFunc
 	recruited time.Time
+	state     *heldState
 }
 
 // beatConn beats to one guardian on a long-lived stream.

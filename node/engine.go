@@ -161,11 +161,12 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 
 // registerHeld makes held work visible to beats and supersede notices.
 func (n *Node) registerHeld(st *heldState, cancel context.CancelFunc) *heldItem {
-	h := &heldItem{key: st.Key, guardKey: st.GuardKey, attempt: st.Pack.Attempt, guardians: st.Guardians, cancel: cancel, recruited: time.Now()}
+	h := &heldItem{key: st.Key, guardKey: st.GuardKey, attempt: st.Pack.Attempt, guardians: st.Guardians, cancel: cancel, recruited: time.Now(), state: st}
 	n.mu.Lock()
 	n.held[st.Key] = h
 	n.mu.Unlock()
 	n.kickBeats()
+	n.touchActivity()
 	return h
 }
 
@@ -174,6 +175,7 @@ func (n *Node) forgetHeld(key string) {
 	delete(n.held, key)
 	n.mu.Unlock()
 	n.kickBeats()
+	n.touchActivity()
 }
 
 // persistGuardians journals h's guardian list (n.mu held).

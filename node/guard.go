@@ -467,7 +467,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		return api.GuardReply{OK: true}
 	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus:
 		return n.joinReplicaOp(from, m)
-	case api.GuardOrigin, api.GuardOriginDone:
+	case api.GuardOrigin, api.GuardOriginDone, api.GuardOriginStatus:
 		return n.originReplicaOp(m)
 	}
 	return api.GuardReply{Error: fmt.Sprintf("unknown guard operation %q", m.Op)}

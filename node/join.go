@@ -112,6 +112,7 @@ func (n *Node) startJoin(ctx context.Context, p *pack.Pack, head grammar.Head, r
 	err := n.saveJoin(j)
 	n.mu.Unlock()
 	n.kickBeats()
+	n.touchActivity()
 	if err != nil {
 		n.log.Error("journal join", "err", err)
 	}
@@ -357,6 +358,7 @@ func (n *Node) forwardJoin(ctx context.Context, j *joinRecord) {
 	replica := j.Replica
 	n.mu.Unlock()
 	n.kickBeats()
+	n.touchActivity()
 	for _, r := range replicas {
 		n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: j.ID})
 	}

@@ -61,6 +61,8 @@ type Node struct {
 
 	watcher      *heartbeat.Watcher
 	beatsChanged chan struct{}
+	// activityChanged asks for activity.json to be rewritten.
+	activityChanged chan struct{}
 
 	mu        sync.Mutex
 	held      map[string]*heldItem
@@ -105,22 +107,23 @@ func New(cfg Config) (*Node, error) {
 		reg = r
 	}
 	return &Node{
-		cfg:          cfg,
-		log:          cfg.Logger,
-		services:     reg,
-		limits:       pack.DefaultLimits(),
-		announceNow:  make(chan struct{}, 1),
-		joins:        map[string]*joinRecord{},
-		held:         map[string]*heldItem{},
-		guards:       map[string]*guardEntry{},
-		released:     map[string]time.Time{},
-		suspects:     map[string]time.Time{},
-		beatsChanged: make(chan struct{}, 1),
-		workflows:    map[string]*workflowRecord{},
-		active:       map[string]*activeStep{},
-		cancelled:    map[string]time.Time{},
-		returned:     make(chan struct{}),
-		zone:         cfg.Zone,
+		cfg:             cfg,
+		log:             cfg.Logger,
+		services:        reg,
+		limits:          pack.DefaultLimits(),
+		announceNow:     make(chan struct{}, 1),
+		joins:           map[string]*joinRecord{},
+		held:            map[string]*heldItem{},
+		guards:          map[string]*guardEntry{},
+		released:        map[string]time.Time{},
+		suspects:        map[string]time.Time{},
+		beatsChanged:    make(chan struct{}, 1),
+		activityChanged: make(chan struct{}, 1),
+		workflows:       map[string]*workflowRecord{},
+		active:          map[string]*activeStep{},
+		cancelled:       map[string]time.Time{},
+		returned:        make(chan struct{}),
+		zone:            cfg.Zone,
 	}, nil
 }
 
@@ -180,6 +183,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	}
 	go n.bootstrapLoop(ctx)
 	go n.beatLoop(ctx)
+	go n.activityLoop(ctx)
 	go n.pruneLoop(ctx)
 
 	<-ctx.Done()

@@ -27,6 +27,8 @@ type workflowRecord struct {
 	// copy held for another origin.
 	Replicas []pack.Peer `cbor:"3,keyasint,omitempty"`
 	Replica  bool        `cbor:"4,keyasint,omitempty"`
+	// Primary is the origin a replica copies (set on replicas).
+	Primary pack.Peer `cbor:"5,keyasint,omitempty"`
 }
 
 func fullAddrs(p pack.Peer) []string {
@@ -83,7 +85,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		rec.Replicas = []pack.Peer{ref}
 		rec.Status.Origins = append(rec.Status.Origins, fullAddrs(ref)...)
 		cp := *rec
-		cp.Replica, cp.Replicas = true, nil
+		cp.Replica, cp.Replicas, cp.Primary = true, nil, n.self()
 		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: rec.Status.ID, Record: rpc.MustCBOR(&cp)}); !rep.OK {
 			n.log.Warn("origin replica refused", "peer", rpc.ShortID(r), "err", rep.Error)
 		}
@@ -161,6 +163,24 @@ func (n *Node) onOrigin(msg api.OriginMsg) bool {
 			n.log.Error("journal workflow result", "workflow", msg.WorkflowID, "err", err)
 		}
 		n.log.Info("workflow finished", "workflow", msg.WorkflowID, "state", st.State, "error", st.Error)
+		if rec.Replica && rec.Primary.ID != "" {
+			// The completion reached this replica (the origin was down):
+			// hand it back so the origin answers with the result too.
+			primary := rec.Primary
+			n.spawn(func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+				defer cancel()
+				for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+					if rep := n.callGuard(ctx, primary, api.GuardMsg{Op: api.GuardOriginDone, Key: msg.WorkflowID, Origin: &msg}); rep.OK {
+						return
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(wait):
+					}
+				}
+			})
+		}
 		if !rec.Replica {
 			for _, r := range rec.Replicas {
 				n.spawn(func(ctx context.Context) {
@@ -195,6 +215,16 @@ func (n *Node) originReplicaOp(m api.GuardMsg) api.GuardReply {
 			return api.GuardReply{Error: "no replica of workflow " + m.Key}
 		}
 		return api.GuardReply{OK: true}
+	case api.GuardOriginStatus:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		rec, ok := n.workflows[m.Key]
+		if !ok || rec.Status.State == api.StateRunning {
+			return api.GuardReply{OK: true, Known: ok}
+		}
+		st := rec.Status
+		done := api.OriginMsg{WorkflowID: st.ID, Done: true, OK: st.State == api.StateSucceeded, Error: st.Error, Outputs: st.Result, Trace: st.Trace}
+		return api.GuardReply{OK: true, Known: true, Released: true, Origin: &done}
 	}
 	return api.GuardReply{Error: "unknown origin operation " + m.Op}
 }
@@ -289,4 +319,27 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 		return api.ClientResponse{Statuses: out}
 	}
 	return api.ClientResponse{Error: fmt.Sprintf("unknown operation %q", r.Op)}
+}
+
+// syncOrigins asks the replicas of every workflow still running here
+// whether it finished while this origin was down, and adopts the result.
+func (n *Node) syncOrigins(ctx context.Context) {
+	n.mu.Lock()
+	var recs []*workflowRecord
+	for _, rec := range n.workflows {
+		if !rec.Replica && rec.Status.State == api.StateRunning {
+			recs = append(recs, rec)
+		}
+	}
+	n.mu.Unlock()
+	for _, rec := range recs {
+		for _, r := range rec.Replicas {
+			rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginStatus, Key: rec.Status.ID})
+			if rep.OK && rep.Origin != nil {
+				n.log.Info("workflow finished while this origin was down", "workflow", rec.Status.ID)
+				n.onOrigin(*rep.Origin)
+				break
+			}
+		}
+	}
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,22 +302,44 @@ func annInfo(a announcement, seen time.Time, self, connected bool) api.PeerInfo 
 }
 
 // fileLoop keeps DATA/presence.json in step with the view, so testnets and
-// operators can read it without a client.
+// operators can read it without a client. It rewrites the file at most once
+// a second and only when membership, zones, services or draining changed
+// (load figures change all the time and are not worth a write).
 func (p *presence) fileLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	path := filepath.Join(p.n.cfg.DataDir, "presence.json")
+	last := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.dirty:
 		case <-tick.C:
-			// expiry happens lazily in live(); the tick makes it visible.
 		}
-		f := api.PresenceFile{Self: p.n.host.ID().String(), Updated: time.Now(), Peers: p.infos()[1:]}
-		data, _ := json.MarshalIndent(f, "", "  ")
-		if err := writeFileAtomic(filepath.Join(p.n.cfg.DataDir, "presence.json"), data, 0o644); err != nil {
-			p.n.log.Warn("write presence.json", "err", err)
+		select {
+		case <-p.dirty:
+		default:
+			if last != "" {
+				p.live() // expire stale peers; that marks dirty for next time
+				continue
+			}
+		}
+		peers := p.infos()[1:]
+		var sig strings.Builder
+		for _, pi := range peers {
+			fmt.Fprintf(&sig, "%s|%s|%v|%v|%v;", pi.ID, pi.Zone, pi.Draining, pi.Services, pi.Patterns)
+		}
+		if sig.String() == last && last != "" {
+			continue
+		}
+		last = sig.String()
+		if last == "" {
+			last = "-"
+		}
+		data, _ := json.Marshal(api.PresenceFile{Self: p.n.host.ID().String(), Updated: time.Now(), Peers: peers})
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err == nil {
+			_ = os.Rename(tmp, path)
 		}
 	}
 }

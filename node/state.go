@@ -284,6 +284,16 @@ func (n *Node) resume(ctx context.Context) error {
 		})
 	}
 	_ = pending
+	n.spawn(func(ctx context.Context) {
+		// Replicas may be rebooting too: ask now and once more later.
+		n.syncOrigins(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(n.cfg.RestartGrace):
+		}
+		n.syncOrigins(ctx)
+	})
 	return nil
 }
 

@@ -60,11 +60,7 @@ func up(t *testing.T, opts testnet.Options) *testnet.Manifest {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, nd := range m.Nodes {
-				data, _ := os.ReadFile(nd.Log)
-				if len(data) > 3000 {
-					data = data[len(data)-3000:]
-				}
-				t.Logf("--- node %d (%s, zone %s) log tail:\n%s", nd.Index, nd.PeerID, nd.Zone, data)
+				t.Logf("--- node %d (%s, zone %s) notable log lines:\n%s", nd.Index, nd.PeerID, nd.Zone, notable(nd.Log))
 			}
 		}
 		if err := m.Down(); err != nil {
@@ -134,3 +130,31 @@ func peerOf(st api.Status, service string) string {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// notable keeps the log lines that explain a failure: warnings and errors
+// (but not late-timer notices), and the engine's milestones.
+func notable(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "check timer ran late") {
+			continue
+		}
+		for _, k := range []string{"level=WARN", "level=ERROR", "node running", "submitted", "finished", "resuming", "taking over", "re-routing", "superseded", "panic", "goroutine "} {
+			if strings.Contains(line, k) {
+				if len(line) > 400 {
+					line = line[:400]
+				}
+				keep = append(keep, line)
+				break
+			}
+		}
+	}
+	if len(keep) > 80 {
+		keep = keep[len(keep)-80:]
+	}
+	return strings.Join(keep, "\n")
+}

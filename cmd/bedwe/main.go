@@ -30,6 +30,7 @@ func main() {
 			peersCommand(),
 			testnetCommand(),
 			demoCommand(),
+			benchCommand(),
 			// language tools
 			checkCommand(),
 			fmtCommand(),

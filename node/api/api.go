@@ -199,6 +199,8 @@ const (
 	GuardJoinStatus = "join-status" // (from a restarted primary) did you take over?
 	GuardOrigin     = "origin"      // store a replica of a workflow record
 	GuardOriginDone = "origin-done" // the workflow finished (replica update)
+	// GuardOriginStatus asks a replica whether the workflow finished.
+	GuardOriginStatus = "origin-status"
 )
 
 // GuardMsg is one guardian request.
@@ -230,4 +232,6 @@ type GuardReply struct {
 	Superseded bool `cbor:"7,keyasint,omitempty"`
 	// Active tells a restarted join primary that the replica took over.
 	Active bool `cbor:"8,keyasint,omitempty"`
+	// Origin carries a finished workflow's completion (origin-status).
+	Origin *OriginMsg `cbor:"9,keyasint,omitempty"`
 }

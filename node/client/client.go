@@ -172,10 +172,22 @@ func (c *Client) List(ctx context.Context) ([]api.Status, error) {
 // every change, and returns the final status with result and trace.
 func (c *Client) Wait(ctx context.Context, id string, every time.Duration, progress func(api.Status)) (api.Status, error) {
 	var last string
+	var origins []string
 	for {
 		st, err := c.Status(ctx, id)
 		if err != nil {
-			return st, err
+			// The origin may be down: its replicas know the workflow too.
+			if alt, ok := statusFromAny(ctx, origins, id); ok {
+				st, err = alt, nil
+				if st.State != api.StateRunning {
+					return st, nil
+				}
+			} else {
+				return st, err
+			}
+		}
+		if len(st.Origins) > 0 {
+			origins = st.Origins
 		}
 		key := fmt.Sprintf("%s/%d/%d", st.State, st.StepsDone, len(st.Recent))
 		if progress != nil && key != last {
@@ -191,4 +203,23 @@ func (c *Client) Wait(ctx context.Context, id string, every time.Duration, progr
 		case <-time.After(every):
 		}
 	}
+}
+
+// statusFromAny asks each address in turn for the workflow's result.
+func statusFromAny(ctx context.Context, addrs []string, id string) (api.Status, bool) {
+	for _, a := range addrs {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := Dial(cctx, a)
+		if err != nil {
+			cancel()
+			continue
+		}
+		st, err := c.Result(cctx, id)
+		c.Close()
+		cancel()
+		if err == nil {
+			return st, true
+		}
+	}
+	return api.Status{}, false
 }

@@ -44,7 +44,7 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 		}
 		f("\nData: [%s.csv](%s.csv).\n\n", name, name)
 	}
-	points("Sequential workflows (paper Fig. 9)", ExpSequential, "services", res.Sequential, "")
+	points("Sequential workflows (paper Fig. 9)", ExpSequential, "n", res.Sequential, "")
 	points("One FORK of parallel branches (paper Fig. 10)", ExpParallel, "branches", res.Parallel,
 		fmt.Sprintf("One `FORK(...) SYNC` of b branches, each a sequence of %d services.", res.Config.ParallelLength))
 	points("Nested FORKs (paper Fig. 11)", ExpNested, "nested FORKs", res.Nested,
@@ -57,7 +57,7 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 		f("No-op sequences; gaps are read from the origin's trace (one clock for every node on a testnet): `gap` is one step's end to the next step's start — the whole hand-off (peel, encode, peer choice, stream, journal write, ack, executor start). `in step` is End − Start of a step (the echo builtin plus the executor around it).\n\n")
 		f("| services | makespan median s | per service ms | gap median ms | gap p90 ms | gap max ms | in step ms | submit→first start ms | last end→done ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, o := range res.Overhead {
-			f("| %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", o.N, o.Makespan.Median.Seconds(), ms(o.PerService),
+			f("| %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.3f | %.1f | %.1f |\n", o.N, o.Makespan.Median.Seconds(), ms(o.PerService),
 				ms(o.GapMedian), ms(o.GapP90), ms(o.GapMax), ms(o.Service), ms(o.StartDelay), ms(o.FinishDelay))
 		}
 		f("\nData: [overhead.csv](overhead.csv).\n\n")

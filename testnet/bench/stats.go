@@ -40,7 +40,7 @@ func Quantile(ds []time.Duration, q float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-// ms renders d in milliseconds with one decimal, the unit of every CSV.
+// ms renders d in milliseconds to the microsecond, the unit of every CSV.
 func ms(d time.Duration) float64 {
-	return float64(d.Microseconds()/100) / 10
+	return float64(d.Microseconds()) / 1000
 }

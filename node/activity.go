@@ -1,0 +1,88 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/bedwe/bedwe/grammar"
+)
+
+// Activity is what DATA/activity.json says a peer is doing: the work it
+// holds (with the peer that handed it over), the joins it holds and the
+// workflows it is origin of. Operators read it to see what a board is busy
+// with; testnets read it to aim their chaos.
+type Activity struct {
+	Updated time.Time      `json:"updated"`
+	Held    []ActivityHeld `json:"held"`
+	Joins   []string       `json:"joins"`
+	Origins []string       `json:"origins"`
+}
+
+// ActivityHeld is one held pack.
+type ActivityHeld struct {
+	Workflow string `json:"workflow"`
+	Step     string `json:"step"`
+	Path     string `json:"path"`
+	Attempt  int    `json:"attempt"`
+	Sender   string `json:"sender,omitempty"`
+}
+
+func (n *Node) activity() Activity {
+	a := Activity{Updated: time.Now().UTC(), Held: []ActivityHeld{}, Joins: []string{}, Origins: []string{}}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, h := range n.held {
+		st := h.state
+		if st == nil || st.DispatchOnly || st.Pack == nil || len(st.Pack.Workflow.Steps) == 0 {
+			continue
+		}
+		head, ok := st.Pack.Workflow.Steps[0].(*grammar.Service)
+		if !ok {
+			continue
+		}
+		a.Held = append(a.Held, ActivityHeld{Workflow: st.Pack.WorkflowID, Step: head.Name, Path: head.Path, Attempt: st.Pack.Attempt, Sender: st.Pack.Sender.ID})
+	}
+	for id, j := range n.joins {
+		if j.acting() && !j.Forwarded {
+			a.Joins = append(a.Joins, id)
+		}
+	}
+	for id, w := range n.workflows {
+		if !w.Replica && w.Status.State == "running" {
+			a.Origins = append(a.Origins, id)
+		}
+	}
+	sort.Slice(a.Held, func(i, j int) bool { return a.Held[i].Path < a.Held[j].Path })
+	sort.Strings(a.Joins)
+	sort.Strings(a.Origins)
+	return a
+}
+
+// activityLoop rewrites activity.json whenever held work changes (at most
+// every 50 ms) and once a second.
+func (n *Node) activityLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	path := filepath.Join(n.cfg.DataDir, "activity.json")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-n.activityChanged:
+			time.Sleep(50 * time.Millisecond) // coalesce bursts
+		}
+		data, _ := json.MarshalIndent(n.activity(), "", "  ")
+		_ = writeFileAtomic(path, data, 0o644)
+	}
+}
+
+func (n *Node) touchActivity() {
+	select {
+	case n.activityChanged <- struct{}{}:
+	default:
+	}
+}
