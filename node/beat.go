@@ -189,12 +189,8 @@ func (n *Node) checkGuardians(conns map[peer.ID]*beatConn) {
 // recruitGuardian asks a live peer in another zone to guard a held pack
 // whose guardians are gone (the peer becomes its primary guardian).
 func (n *Node) recruitGuardian(ctx context.Context, h *heldItem) {
-	raw, _, err := n.journal.Get(journalPacks, h.key)
-	if err != nil || raw == nil {
-		return
-	}
-	var st heldState
-	if err := rpc.Dec.Unmarshal(raw, &st); err != nil {
+	packRaw, _, err := n.journal.Get(journalPacks, h.key+packSuffix)
+	if err != nil || packRaw == nil {
 		return
 	}
 	exclude := map[peer.ID]bool{n.host.ID(): true}
@@ -209,7 +205,7 @@ func (n *Node) recruitGuardian(ctx context.Context, h *heldItem) {
 	if !ok {
 		return
 	}
-	msg := api.GuardMsg{Op: api.GuardStore, Key: h.guardKey, Attempt: h.attempt, Pack: st.PackRaw, Holder: n.self()}
+	msg := api.GuardMsg{Op: api.GuardStore, Key: h.guardKey, Attempt: h.attempt, Pack: packRaw, Holder: n.self()}
 	var rep api.GuardReply
 	if err := rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
 		return

@@ -75,13 +75,12 @@ func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
 		Key: guardKey(p), PackRaw: raw, Holder: n.peerRef(holder), Attempt: p.Attempt,
 		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(),
 	}
-	n.mu.Lock()
-	n.guards[e.Key] = e
-	err = n.saveGuard(e)
-	n.mu.Unlock()
-	if err != nil {
+	if err := n.saveGuard(e); err != nil {
 		n.log.Error("journal guard", "key", e.Key, "err", err)
 	}
+	n.mu.Lock()
+	n.guards[e.Key] = e
+	n.mu.Unlock()
 	n.watchHolder(holder)
 	n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
 }

@@ -27,7 +27,10 @@ import (
 
 // startNode runs a real node in this process on loopback and returns its
 // node file once it listens.
-func startNode(t *testing.T, services string) api.NodeFile {
+func startNode(t *testing.T, services string) api.NodeFile { return startNodeB(t, services) }
+
+// startNodeB is startNode for tests and benchmarks.
+func startNodeB(t testing.TB, services string) api.NodeFile {
 	t.Helper()
 	dir := t.TempDir()
 	svc := filepath.Join(dir, "services.yaml")
@@ -69,7 +72,10 @@ func startNode(t *testing.T, services string) api.NodeFile {
 
 // rawHost is a plain libp2p host connected to the node, speaking the wire
 // protocol by hand.
-func rawHost(t *testing.T, nf api.NodeFile) (host.Host, peer.ID) {
+func rawHost(t *testing.T, nf api.NodeFile) (host.Host, peer.ID) { return rawHostB(t, nf) }
+
+// rawHostB is rawHost for tests and benchmarks.
+func rawHostB(t testing.TB, nf api.NodeFile) (host.Host, peer.ID) {
 	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
@@ -89,6 +95,11 @@ func rawHost(t *testing.T, nf api.NodeFile) (host.Host, peer.ID) {
 }
 
 func handoff(t *testing.T, h host.Host, to peer.ID, payload []byte) (api.Ack, error) {
+	return handoffB(t, h, to, payload)
+}
+
+// handoffB is handoff for tests and benchmarks.
+func handoffB(t testing.TB, h host.Host, to peer.ID, payload []byte) (api.Ack, error) {
 	t.Helper()
 	raw, err := rpc.Call(context.Background(), h, to, api.ProtoHandoff, payload, api.MaxControlFrame, 10*time.Second)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/bedwe/bedwe/grammar"
@@ -22,7 +23,7 @@ import (
 // forwards an executed step's result instead of running it again.
 type heldState struct {
 	Pack     *pack.Pack        `cbor:"-"`
-	PackRaw  []byte            `cbor:"1,keyasint"`
+	PackRaw  []byte            `cbor:"1,keyasint,omitempty"`
 	Executed bool              `cbor:"2,keyasint"`
 	OK       bool              `cbor:"3,keyasint"`
 	Output   json.RawMessage   `cbor:"4,keyasint,omitempty"`
@@ -37,6 +38,8 @@ type heldState struct {
 	DispatchOnly bool   `cbor:"9,keyasint,omitempty"`
 	Key          string `cbor:"10,keyasint,omitempty"`
 	GuardKey     string `cbor:"11,keyasint,omitempty"`
+	// packSaved is set once PackRaw is in the journal.
+	packSaved bool
 }
 
 // journalPacks is the journal bucket of held work.
@@ -62,7 +65,16 @@ func (st *heldState) advanced() *pack.Pack {
 	return next
 }
 
+// saveHeld journals held work. The pack itself (which grows along a
+// workflow) is written once, under KEY#pack, in the same transaction as the
+// first state record; later saves rewrite only the small state record.
 func (n *Node) saveHeld(key string, st *heldState) error {
+	small := *st
+	small.PackRaw = nil
+	state := rpc.MustCBOR(&small)
+	if st.packSaved {
+		return n.journal.Put(journal.BucketPacks, key, state)
+	}
 	if st.PackRaw == nil {
 		raw, err := pack.Encode(st.Pack)
 		if err != nil {
@@ -70,10 +82,29 @@ func (n *Node) saveHeld(key string, st *heldState) error {
 		}
 		st.PackRaw = raw
 	}
-	return n.journal.Put(journal.BucketPacks, key, rpc.MustCBOR(st))
+	err := n.journal.Update(func(tx *journal.Tx) error {
+		if err := tx.Put(journal.BucketPacks, key+packSuffix, st.PackRaw); err != nil {
+			return err
+		}
+		return tx.Put(journal.BucketPacks, key, state)
+	})
+	if err == nil {
+		st.packSaved = true
+	}
+	return err
 }
 
-func (n *Node) dropHeld(key string) error { return n.journal.Delete(journal.BucketPacks, key) }
+// packSuffix marks the journal key holding a held pack's bytes.
+const packSuffix = "#pack"
+
+func (n *Node) dropHeld(key string) error {
+	return n.journal.Update(func(tx *journal.Tx) error {
+		if err := tx.Delete(journal.BucketPacks, key+packSuffix); err != nil {
+			return err
+		}
+		return tx.Delete(journal.BucketPacks, key)
+	})
+}
 
 // wireWorkflow stores a residual workflow that may start with any step (the
 // pack codec insists on a leading service): canonical text plus the service
@@ -195,12 +226,29 @@ func (n *Node) resume(ctx context.Context) error {
 		st  *heldState
 	}
 	var packs []held
+	raws := map[string][]byte{}
 	err = n.journal.ForEach(journal.BucketPacks, func(key string, value []byte) error {
+		if strings.HasSuffix(key, packSuffix) {
+			raws[strings.TrimSuffix(key, packSuffix)] = value
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = n.journal.ForEach(journal.BucketPacks, func(key string, value []byte) error {
+		if strings.HasSuffix(key, packSuffix) {
+			return nil
+		}
 		var st heldState
 		if err := rpc.Dec.Unmarshal(value, &st); err != nil {
 			errs = append(errs, fmt.Errorf("held pack %s: %w", key, err))
 			return nil
 		}
+		if st.PackRaw == nil {
+			st.PackRaw = raws[key]
+		}
+		st.packSaved = true
 		p, err := pack.Decode(st.PackRaw, n.limits)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("held pack %s: %w", key, err))

@@ -139,7 +139,6 @@ func (v *validator) workflowRoot(w *grammar.Workflow) error {
 	return v.steps(w, 0)
 }
 
-
 // steps checks a non-root workflow whose patterns sit at nesting depth.
 func (v *validator) steps(w *grammar.Workflow, depth int) error {
 	if w == nil || len(w.Steps) == 0 {

@@ -22,6 +22,8 @@ type Manifest struct {
 	Services string   `json:"services"`
 	Zones    []string `json:"zones"`
 	Announce string   `json:"announce"`
+	// Profile is passed to every node as --profile.
+	Profile string `json:"profile,omitempty"`
 	// NoPeerWait is passed to every node as --no-peer-wait when set.
 	NoPeerWait string    `json:"no_peer_wait,omitempty"`
 	StartedAt  time.Time `json:"started_at"`

@@ -41,7 +41,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--services", services,
 		"--network", m.Network,
 		"--mdns=false",
-		"--profile", "testnet",
+		"--profile", m.profile(),
 		"--announce", m.Announce,
 		"--log-level", "info",
 	}
@@ -199,4 +199,11 @@ func (m *Manifest) bootstrapFor(i int) []string {
 		}
 	}
 	return out
+}
+
+func (m *Manifest) profile() string {
+	if m.Profile == "" {
+		return "testnet"
+	}
+	return m.Profile
 }

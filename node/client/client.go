@@ -173,19 +173,31 @@ func (c *Client) List(ctx context.Context) ([]api.Status, error) {
 func (c *Client) Wait(ctx context.Context, id string, every time.Duration, progress func(api.Status)) (api.Status, error) {
 	var last string
 	var origins []string
+	failures := 0
 	for {
 		st, err := c.Status(ctx, id)
 		if err != nil {
-			// The origin may be down: its replicas know the workflow too.
+			// The origin may be down (its replicas know the workflow too)
+			// or only slow: give it a few tries before giving up.
 			if alt, ok := statusFromAny(ctx, origins, id); ok {
 				st, err = alt, nil
 				if st.State != api.StateRunning {
 					return st, nil
 				}
 			} else {
-				return st, err
+				var remote *RemoteError
+				if failures++; failures > 5 || errors.As(err, &remote) {
+					return st, err
+				}
+				select {
+				case <-ctx.Done():
+					return st, ctx.Err()
+				case <-time.After(time.Duration(failures) * time.Second):
+				}
+				continue
 			}
 		}
+		failures = 0
 		if len(st.Origins) > 0 {
 			origins = st.Origins
 		}
