@@ -50,6 +50,13 @@ type guardEntry struct {
 	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
 }
 
+// releaseMark remembers that a key was released (moved on) at an attempt,
+// so a late guard copy of that attempt is not kept.
+type releaseMark struct {
+	at      time.Time
+	attempt int
+}
+
 // guardKey names a step in flight: workflow and step path (attempts share it).
 func guardKey(p *pack.Pack) string {
 	head := p.Workflow.Steps[0].(*grammar.Service)
@@ -75,12 +82,24 @@ func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
 		Key: guardKey(p), PackRaw: raw, Holder: n.peerRef(holder), Attempt: p.Attempt,
 		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(),
 	}
+	n.mu.Lock()
+	if mark, ok := n.released[e.Key]; ok && mark.attempt >= e.Attempt {
+		// The holder finished and released us before we got here.
+		n.mu.Unlock()
+		return
+	}
+	n.guards[e.Key] = e
+	n.mu.Unlock()
 	if err := n.saveGuard(e); err != nil {
 		n.log.Error("journal guard", "key", e.Key, "err", err)
 	}
 	n.mu.Lock()
-	n.guards[e.Key] = e
+	_, still := n.guards[e.Key]
 	n.mu.Unlock()
+	if !still {
+		_ = n.journal.Delete(journal.BucketOutbox, e.Key)
+		return
+	}
 	n.watchHolder(holder)
 	n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
 }
@@ -110,7 +129,10 @@ func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
 	_ = n.saveGuard(e)
 	n.mu.Unlock()
 	add := api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: att, Watcher: n.peerRef(b)}
-	_ = rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, add, &rep, n.cfg.StreamTimeout)
+	if err := rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, add, &rep, n.cfg.StreamTimeout); err == nil && rep.Released {
+		// The holder already moved on: the backup has nothing to watch.
+		_ = rpc.CallCBOR(ctx, n.host, b, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: e.Key, Attempt: att}, &rep, n.cfg.StreamTimeout)
+	}
 }
 
 // pickGuardian chooses a live peer outside exclude, preferring a zone other
@@ -364,10 +386,19 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 	}
 }
 
-func (n *Node) dropGuard(key, holder string) {
+func (n *Node) dropGuard(key, holder string) { n.dropGuardAt(key, holder, -1) }
+
+// dropGuardAt forgets a guard copy, remembering the attempt it was released
+// at (-1: whatever attempt the copy had).
+func (n *Node) dropGuardAt(key, holder string, attempt int) {
 	n.mu.Lock()
+	if e, ok := n.guards[key]; ok && attempt < 0 {
+		attempt = e.Attempt
+	}
+	if old, ok := n.released[key]; !ok || old.attempt < attempt {
+		n.released[key] = releaseMark{at: time.Now(), attempt: attempt}
+	}
 	delete(n.guards, key)
-	n.released[key] = time.Now()
 	_ = n.journal.Delete(journal.BucketOutbox, key)
 	n.mu.Unlock()
 	if holder != "" {
@@ -433,7 +464,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 			holder = e.Holder.ID
 		}
 		n.mu.Unlock()
-		n.dropGuard(m.Key, holder)
+		n.dropGuardAt(m.Key, holder, m.Attempt)
 		return api.GuardReply{OK: true}
 	case api.GuardStatus:
 		n.mu.Lock()

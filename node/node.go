@@ -67,7 +67,7 @@ type Node struct {
 	mu        sync.Mutex
 	held      map[string]*heldItem
 	guards    map[string]*guardEntry
-	released  map[string]time.Time
+	released  map[string]releaseMark
 	suspects  map[string]time.Time
 	joins     map[string]*joinRecord
 	workflows map[string]*workflowRecord
@@ -115,7 +115,7 @@ func New(cfg Config) (*Node, error) {
 		joins:           map[string]*joinRecord{},
 		held:            map[string]*heldItem{},
 		guards:          map[string]*guardEntry{},
-		released:        map[string]time.Time{},
+		released:        map[string]releaseMark{},
 		suspects:        map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
@@ -236,8 +236,8 @@ func (n *Node) pruneLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		n.mu.Lock()
-		for k, at := range n.released {
-			if time.Since(at) > cancelMemory {
+		for k, mark := range n.released {
+			if time.Since(mark.at) > cancelMemory {
 				delete(n.released, k)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -61,18 +62,30 @@ func LoadManifest(dir string) (*Manifest, error) {
 	return &m, nil
 }
 
+// saveMu serialises manifest writes (nodes restart concurrently).
+var saveMu sync.Mutex
+
 // Save writes the manifest atomically.
 func (m *Manifest) Save() error {
+	saveMu.Lock()
+	defer saveMu.Unlock()
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(m.Dir, ManifestFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	tmp, err := os.CreateTemp(m.Dir, ".manifest-*")
+	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	return os.Rename(tmp, path)
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return os.Rename(tmp.Name(), filepath.Join(m.Dir, ManifestFile))
 }
 
 // NodeStatus is a node of the manifest with whether its process runs.

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/urfave/cli/v2"
 )
 
@@ -22,17 +23,7 @@ Examples:
    bedwe peers
    bedwe peers --testnet /tmp/tn -o json`,
 		Flags: append(targetFlags(), outputFlag()),
-		Action: func(c *cli.Context) error {
-			asJSON, err := jsonOutput(c)
-			if err != nil {
-				return err
-			}
-			ctx := context.Background()
-			cl, err := dialTarget(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		Action: clientAction("peers", 0, func(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error {
 			peers, err := cl.Peers(ctx)
 			if err != nil {
 				return remoteExit(err)
@@ -62,6 +53,6 @@ Examples:
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, seen, state)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }

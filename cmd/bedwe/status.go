@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/urfave/cli/v2"
 )
 
@@ -22,17 +23,7 @@ Examples:
    bedwe status wf-3f2a9c1e0b7d4e55
    bedwe status --testnet /tmp/tn -o json`,
 		Flags: append(targetFlags(), outputFlag()),
-		Action: func(c *cli.Context) error {
-			asJSON, err := jsonOutput(c)
-			if err != nil {
-				return err
-			}
-			ctx := context.Background()
-			cl, err := dialTarget(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		Action: clientAction("status", -1, func(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error {
 			if c.NArg() == 0 {
 				list, err := cl.List(ctx)
 				if err != nil {
@@ -66,7 +57,7 @@ Examples:
 				fmt.Printf("  %s\n", describeAttempt(e))
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -83,20 +74,7 @@ Examples:
    bedwe result wf-3f2a9c1e0b7d4e55
    bedwe result wf-3f2a9c1e0b7d4e55 -o json | jq .trace`,
 		Flags: append(targetFlags(), outputFlag(), &cli.BoolFlag{Name: "trace", Usage: "also print the trace"}),
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("result takes one workflow ID; see bedwe result --help", 1)
-			}
-			asJSON, err := jsonOutput(c)
-			if err != nil {
-				return err
-			}
-			ctx := context.Background()
-			cl, err := dialTarget(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		Action: clientAction("result", 1, func(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error {
 			st, err := cl.Result(ctx, c.Args().First())
 			if err != nil {
 				return remoteExit(err)
@@ -110,7 +88,7 @@ Examples:
 				tw.Flush()
 			}
 			return printFinal(st, asJSON)
-		},
+		}),
 	}
 }
 
@@ -125,20 +103,7 @@ peer stops (kills) the workflow's running steps and refuses its packs.
 Example:
    bedwe cancel wf-3f2a9c1e0b7d4e55`,
 		Flags: append(targetFlags(), outputFlag()),
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("cancel takes one workflow ID; see bedwe cancel --help", 1)
-			}
-			asJSON, err := jsonOutput(c)
-			if err != nil {
-				return err
-			}
-			ctx := context.Background()
-			cl, err := dialTarget(ctx, c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+		Action: clientAction("cancel", 1, func(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error {
 			st, err := cl.Cancel(ctx, c.Args().First())
 			if err != nil {
 				return remoteExit(err)
@@ -148,6 +113,6 @@ Example:
 			}
 			fmt.Printf("%s %s\n", st.ID, st.State)
 			return nil
-		},
+		}),
 	}
 }

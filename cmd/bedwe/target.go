@@ -108,3 +108,27 @@ func remoteExit(err error) error {
 	}
 	return cli.Exit(err.Error(), 1)
 }
+
+// clientAction wraps a client verb: it checks the argument count (args < 0:
+// any), reads -o, dials the chosen peer and hands fn a connected client.
+func clientAction(verb string, args int, fn func(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if args == 1 && c.NArg() != 1 {
+			return cli.Exit(fmt.Sprintf("%s takes one workflow ID; see bedwe %s --help", verb, verb), 1)
+		}
+		if args >= 0 && c.NArg() != args {
+			return cli.Exit(fmt.Sprintf("%s takes %d arguments, got %d; see bedwe %s --help", verb, args, c.NArg(), verb), 1)
+		}
+		asJSON, err := jsonOutput(c)
+		if err != nil {
+			return err
+		}
+		ctx := context.Background()
+		cl, err := dialTarget(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return fn(ctx, c, cl, asJSON)
+	}
+}
