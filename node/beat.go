@@ -151,7 +151,9 @@ func (n *Node) serveBeat(s network.Stream) {
 		if _, err := pack.ReadFrame(s, 16); err != nil {
 			return
 		}
-		n.watcher.Beat(from)
+		if !n.watcher.Beat(from) && n.takeFirstBeat(from) {
+			n.startWatch(from)
+		}
 	}
 }
 

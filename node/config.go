@@ -51,6 +51,10 @@ type Config struct {
 	// act on a silent holder before asking it (and acting itself if the
 	// primary is gone too).
 	BackupDelay time.Duration
+	// FirstBeatTimeout is how long a guardian waits for a new holder's first
+	// beat before watching it anyway: long enough to open a stream on a
+	// loaded board; it bounds detection of a holder that dies at once.
+	FirstBeatTimeout time.Duration
 	// GuardianLoss is how long a holder tolerates not reaching any guardian
 	// of a pack before recruiting a new one.
 	GuardianLoss time.Duration
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		Heartbeat:          heartbeat.DefaultMeshConfig(),
 		BackupDelay:        10 * time.Second,
 		GuardianLoss:       10 * time.Second,
+		FirstBeatTimeout:   10 * time.Second,
 		SuspectMemory:      time.Minute,
 		RestartGrace:       60 * time.Second,
 	}
@@ -92,6 +97,7 @@ func TestnetConfig() Config {
 	c.Heartbeat = heartbeat.DefaultTestnetConfig()
 	c.BackupDelay = 3 * time.Second
 	c.GuardianLoss = 3 * time.Second
+	c.FirstBeatTimeout = 3 * time.Second
 	c.SuspectMemory = 10 * time.Second
 	c.RestartGrace = 8 * time.Second
 	return c
@@ -128,6 +134,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.BackupDelay <= 0 {
 		c.BackupDelay = d.BackupDelay
+	}
+	if c.FirstBeatTimeout <= 0 {
+		c.FirstBeatTimeout = d.FirstBeatTimeout
 	}
 	if c.GuardianLoss <= 0 {
 		c.GuardianLoss = d.GuardianLoss

@@ -175,10 +175,41 @@ func (n *Node) peerRef(id peer.ID) pack.Peer {
 	return ref
 }
 
-// watchHolder makes sure the failure detector watches holder.
+// watchHolder makes the failure detector watch holder from its first beat:
+// opening the beat stream can take longer than the detection threshold on a
+// loaded board, so the clock starts at the first frame. A holder that never
+// beats is watched anyway after FirstBeatTimeout (and then suspected).
 func (n *Node) watchHolder(holder peer.ID) {
-	if err := n.watcher.Watch(holder.String()); err != nil && n.ctx.Err() == nil {
-		n.log.Warn("watch holder", "peer", rpc.ShortID(holder), "err", err)
+	key := holder.String()
+	if _, watched := n.watcher.Phi(key); watched {
+		return
+	}
+	n.mu.Lock()
+	if _, pending := n.firstBeat[key]; pending {
+		n.mu.Unlock()
+		return
+	}
+	n.firstBeat[key] = time.Now()
+	n.mu.Unlock()
+	time.AfterFunc(n.cfg.FirstBeatTimeout, func() {
+		if n.takeFirstBeat(key) {
+			n.startWatch(key)
+		}
+	})
+}
+
+// takeFirstBeat reports (once) whether key awaited its first beat.
+func (n *Node) takeFirstBeat(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.firstBeat[key]
+	delete(n.firstBeat, key)
+	return ok
+}
+
+func (n *Node) startWatch(key string) {
+	if err := n.watcher.Watch(key); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("watch holder", "peer", rpc.ShortIDString(key), "err", err)
 	}
 }
 
@@ -197,6 +228,7 @@ func (n *Node) unwatchIfIdle(holder string) {
 			return
 		}
 	}
+	delete(n.firstBeat, holder)
 	n.mu.Unlock()
 	n.watcher.Unwatch(holder)
 }

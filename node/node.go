@@ -64,10 +64,12 @@ type Node struct {
 	// activityChanged asks for activity.json to be rewritten.
 	activityChanged chan struct{}
 
-	mu        sync.Mutex
-	held      map[string]*heldItem
-	guards    map[string]*guardEntry
-	released  map[string]releaseMark
+	mu       sync.Mutex
+	held     map[string]*heldItem
+	guards   map[string]*guardEntry
+	released map[string]releaseMark
+	// firstBeat holds holders to watch once their first beat arrives.
+	firstBeat map[string]time.Time
 	suspects  map[string]time.Time
 	joins     map[string]*joinRecord
 	workflows map[string]*workflowRecord
@@ -116,6 +118,7 @@ func New(cfg Config) (*Node, error) {
 		held:            map[string]*heldItem{},
 		guards:          map[string]*guardEntry{},
 		released:        map[string]releaseMark{},
+		firstBeat:       map[string]time.Time{},
 		suspects:        map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
