@@ -15,6 +15,9 @@
 //	join.go      join records for FORK, FIRST and FAILOVER
 //	origin.go    workflow records, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
+//	guard.go     guardians: copies of handed-off packs, re-routing, fencing
+//	beat.go      heartbeats from holders to guardians, release, recruitment
+//	activity.go  DATA/activity.json: what this peer is busy with
 //	state.go     what the journal stores and how it is resumed
 //
 // The node never imports the testnet or the CLI.
