@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -281,5 +282,30 @@ func (n *Node) releaseGuardians(ctx context.Context, h *heldItem) {
 				break
 			}
 		}
+	}
+}
+
+// confirmAlive is asked by the failure detector before it declares a
+// holder silent: beats can be late while the holder is only starved of CPU.
+// A holder whose connection is gone (a killed process's socket is reset at
+// once) is not confirmed, so true detections stay fast; otherwise a libp2p
+// ping within the confirmation timeout spares a holder that is alive.
+func (n *Node) confirmAlive(ctx context.Context, key string) bool {
+	id, err := peer.Decode(key)
+	if err != nil {
+		return false
+	}
+	if n.host.Network().Connectedness(id) != network.Connected {
+		return false
+	}
+	select {
+	case res := <-ping.Ping(ctx, n.host, id):
+		if res.Error == nil {
+			n.log.Info("late beats but the holder answers a ping; not suspecting it", "peer", rpc.ShortID(id), "rtt", res.RTT)
+			return true
+		}
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -155,6 +155,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	hbcfg := n.cfg.Heartbeat
 	hbcfg.Logger = n.log
+	hbcfg.Confirm = n.confirmAlive
 	w, err := heartbeat.NewWatcher(clockwork.NewRealClock(), hbcfg, n.onSuspect)
 	if err != nil {
 		return fmt.Errorf("node: heartbeat: %w", err)

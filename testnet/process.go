@@ -185,17 +185,15 @@ func (m *Manifest) Restart(ctx context.Context, i int) error {
 	return m.Save()
 }
 
-// bootstrapFor lists up to three other live nodes' addresses.
+// bootstrapFor lists the addresses of the next four nodes, up or not:
+// their ports are fixed after the first start and a node keeps dialing its
+// bootstrap peers, so after a blackout the mesh re-forms as nodes return.
 func (m *Manifest) bootstrapFor(i int) []string {
 	var out []string
-	for k := range m.Nodes {
-		nd := &m.Nodes[k]
-		if k == i || len(nd.Addrs) == 0 || !m.alive(nd) {
-			continue
-		}
-		out = append(out, nd.Addrs[0])
-		if len(out) == 3 {
-			break
+	for k := 1; k < len(m.Nodes) && len(out) < 4; k++ {
+		nd := &m.Nodes[(i+k)%len(m.Nodes)]
+		if len(nd.Addrs) > 0 {
+			out = append(out, nd.Addrs[0])
 		}
 	}
 	return out
