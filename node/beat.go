@@ -301,7 +301,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	select {
 	case res := <-ping.Ping(ctx, n.host, id):
 		if res.Error == nil {
-			n.log.Info("late beats but the holder answers a ping; not suspecting it", "peer", rpc.ShortID(id), "rtt", res.RTT)
+			n.log.Debug("late beats but the holder answers a ping; not suspecting it", "peer", rpc.ShortID(id), "rtt", res.RTT)
 			return true
 		}
 		return false
