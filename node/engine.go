@@ -290,7 +290,6 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 		}
 		p.Workflow = &grammar.Workflow{Steps: steps}
 		p.Attempt = 0
-		p.Trace = trimTrace(p.Trace)
 		if err := n.handoff(ctx, p, nil); err != nil {
 			if errors.Is(err, errCancelled) || ctx.Err() != nil {
 				return
@@ -523,9 +522,3 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 		wait = min(wait*2, 5*time.Second)
 	}
 }
-
-// trimTrace keeps a pack's trace from growing without bound on very long
-// sequences: the origin learns every attempt from progress events anyway.
-func trimTrace(t []pack.TraceEntry) []pack.TraceEntry { return t }
-
-func errorsIsCancel(err error) bool { return errors.Is(err, errCancelled) }

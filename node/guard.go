@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -379,7 +380,7 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 	n.log.Warn("re-routing", "key", e.Key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
 	target, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
-		if errorsIsCancel(err) || ctx.Err() != nil {
+		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			return
 		}
 		n.dropGuard(e.Key, silent.ID)

@@ -205,7 +205,6 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pending []*joinRecord
 	err = n.journal.ForEach(journal.BucketJoins, func(key string, value []byte) error {
 		var j joinRecord
 		if err := rpc.Dec.Unmarshal(value, &j); err != nil {
@@ -213,9 +212,6 @@ func (n *Node) resume(ctx context.Context) error {
 			return nil
 		}
 		n.joins[key] = &j
-		if j.Done && !j.Forwarded {
-			pending = append(pending, &j)
-		}
 		return nil
 	})
 	if err != nil {
@@ -331,7 +327,6 @@ func (n *Node) resume(ctx context.Context) error {
 			}
 		})
 	}
-	_ = pending
 	n.spawn(func(ctx context.Context) {
 		// Replicas may be rebooting too: ask now and once more later.
 		n.syncOrigins(ctx)

@@ -130,7 +130,7 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	sum.Submitted = len(runs)
 	fmt.Fprintf(opts.Progress, "submitted %d workflows to node %d\n", len(runs), entry)
 
-	kills, err := m.strike(ctx, opts, rng, entry, sum)
+	kills, down, err := m.strike(ctx, opts, rng, entry, sum)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +138,13 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	deadline := time.Now().Add(opts.Timeout)
 	for _, r := range runs {
 		r.final = m.await(ctx, r, deadline)
+	}
+	// Victims stay down until every workflow ended, so completion proves the
+	// takeover (re-route, join replica, origin replica), not a restart.
+	for _, i := range down {
+		if err := m.Restart(ctx, i); err != nil {
+			return nil, fmt.Errorf("restart node %d after the run: %w", i, err)
+		}
 	}
 	var last time.Time
 	for _, r := range runs {
@@ -194,8 +201,10 @@ type kill struct {
 	at   time.Time
 }
 
-// strike carries out the scenario's kills and restarts.
-func (m *Manifest) strike(ctx context.Context, opts ChaosOptions, rng *rand.Rand, entry int, sum *ChaosSummary) ([]kill, error) {
+// strike carries out the scenario's kills (and, for blackout and flap, the
+// restarts). It returns the nodes left down for the caller to restart once
+// every workflow has ended.
+func (m *Manifest) strike(ctx context.Context, opts ChaosOptions, rng *rand.Rand, entry int, sum *ChaosSummary) ([]kill, []int, error) {
 	var kills []kill
 	killNodes := func(idx []int) error {
 		for _, i := range idx {
@@ -252,56 +261,56 @@ func (m *Manifest) strike(ctx context.Context, opts ChaosOptions, rng *rand.Rand
 			}
 			select {
 			case <-ctx.Done():
-				return 0, a0, ctx.Err()
+				return 0, activityFile{}, ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		return 0, a0, fmt.Errorf("scenario %s: no node became a target within 30s", opts.Scenario)
+		return 0, activityFile{}, fmt.Errorf("scenario %s: no node became a target within 30s", opts.Scenario)
 	}
 	running := func(i int, a activityFile) bool { return len(a.Held) > 0 && i != entry }
 	switch opts.Scenario {
 	case "executor":
 		i, _, err := target(running)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := killNodes([]int{i}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, restart([]int{i}, 3*time.Second)
+		return kills, []int{i}, nil
 	case "consecutive":
 		i, a, err := target(func(i int, a activityFile) bool {
 			return running(i, a) && a.Held[0].Sender != "" && m.index(a.Held[0].Sender) >= 0 && m.index(a.Held[0].Sender) != entry
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		both := []int{m.index(a.Held[0].Sender), i}
 		if err := killNodes(both); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, restart(both, 3*time.Second)
+		return kills, both, nil
 	case "join-holder":
 		i, _, err := target(func(i int, a activityFile) bool { return len(a.Joins) > 0 })
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := killNodes([]int{i}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, restart([]int{i}, 3*time.Second)
+		return kills, []int{i}, nil
 	case "origin":
 		if _, _, err := target(func(i int, a activityFile) bool { return len(a.Held) > 0 }); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := killNodes([]int{entry}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, restart([]int{entry}, 3*time.Second)
+		return kills, []int{entry}, nil
 	case "zone":
 		i, _, err := target(running)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var idx []int
 		for k := range m.Nodes {
@@ -310,41 +319,39 @@ func (m *Manifest) strike(ctx context.Context, opts ChaosOptions, rng *rand.Rand
 			}
 		}
 		if err := killNodes(idx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, restart(idx, 3*time.Second)
+		return kills, idx, nil
 	case "blackout":
 		if _, _, err := target(running); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		all := make([]int, len(m.Nodes))
 		for k := range all {
 			all[k] = k
 		}
 		if err := killNodes(all); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := restart(all, time.Second); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return kills, m.WaitConnected(ctx, time.Minute)
+		return kills, nil, m.WaitConnected(ctx, time.Minute)
 	case "flap":
 		end := time.Now().Add(opts.FlapFor)
 		for time.Now().Before(end) {
 			i := rng.IntN(len(m.Nodes))
 			if err := killNodes([]int{i}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if err := restart([]int{i}, time.Duration(1500+rng.IntN(1500))*time.Millisecond); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		return kills, nil
+		return kills, nil, nil
 	}
-	return kills, nil
+	return kills, nil, nil
 }
-
-var a0 activityFile
 
 // activityFile is the part of DATA/activity.json chaos reads.
 type activityFile struct {
