@@ -78,20 +78,30 @@ type Config struct {
 	// slow, postpones detection more often. Must be > 0.
 	LateTimerTolerance time.Duration
 
-	// Confirm, when non-nil, is asked before a subject is declared silent,
-	// SWIM-style: the node can ask two other peers whether they still hear
-	// the subject. If it returns true the suspicion is withdrawn, the
-	// subject's silence restarts from now and Stats.Withdrawn counts it. It
-	// runs on its own goroutine (never on the check loop, so a slow answer
-	// cannot make the check timer late), with a context that ends after
-	// ConfirmTimeout or when the Watcher closes. It may be called for many
-	// keys at once; the node should share one probe per peer. Confirmation
-	// delays every true detection by up to ConfirmTimeout.
+	// Confirm, when non-nil, is asked before a subject is declared silent:
+	// the node can look for other evidence that the subject is alive (is
+	// its connection still up? does it answer a ping? do other peers still
+	// hear it, as in SWIM's indirect probe?). If it returns true the
+	// suspicion is withdrawn, the subject's silence restarts from now and
+	// Stats.Withdrawn counts it. It runs on its own goroutine (never on the
+	// check loop, so a slow answer cannot make the check timer late), with
+	// a context that ends after ConfirmTimeout or when the Watcher closes.
+	// It may be called for many keys at once; the node should share one
+	// probe per peer. It may call Unwatch(key) to drop a subject it finds
+	// nobody needs watched any more; nothing is reported for it then.
+	//
+	// A negative answer is trusted only if the confirmation's timeout did
+	// not itself fire later than LateTimerTolerance (Lifeguard's rule
+	// applied to the probe: a watcher frozen while the answer waited for it
+	// must not blame the subject); otherwise the silence restarts and
+	// Stats.LateConfirms counts it.
 	Confirm func(ctx context.Context, key string) bool
 
 	// ConfirmTimeout bounds one Confirm call; past it the context is done
-	// and an unanswered confirmation counts as "nobody heard it". Must be
-	// > 0 when Confirm is set.
+	// and an unanswered confirmation counts as "nobody heard it". It is
+	// the longest a confirmation may delay a detection; a Confirm that
+	// knows at once that the subject is gone (its connection was reset)
+	// delays nothing. Must be > 0 when Confirm is set.
 	ConfirmTimeout time.Duration
 
 	// Logger receives the Watcher's rare events (late ticks, suspicions,
@@ -104,7 +114,9 @@ type Config struct {
 // few seconds of detection: 1 s beats, a 3 s acceptable pause (SD-card
 // fsyncs, Wi-Fi retries), phi 8 and a 200 ms deviation floor. A subject
 // that beat steadily and stops is reported after about 5.3 s of silence
-// (DetectionBound: 5.56 s), never after more than 10 s.
+// (DetectionBound: 5.56 s), never after more than 10 s, plus up to the 2 s
+// confirmation when its connection still looks up (a board that lost power
+// sends no reset, so that is the common case on a real mesh: 7.56 s).
 func DefaultMeshConfig() Config {
 	return Config{
 		Interval:           time.Second,
@@ -125,7 +137,10 @@ func DefaultMeshConfig() Config {
 // phi 8 and a 100 ms deviation floor put the phi crossing at 1.27 s of
 // silence for steady beats; with 50 ms checks a stopped subject is reported
 // within 1.32 s, and the 1.45 s ceiling keeps the bound at 1.5 s however
-// jittery the history.
+// jittery the history. Those bounds hold for a killed process, whose
+// connection the kernel resets so Confirm answers at once. A subject that
+// is still connected but silent (hung, or starved of CPU) gets a 1 s
+// confirmation on top: reported within 2.32 s if it is really stuck.
 func DefaultTestnetConfig() Config {
 	return Config{
 		Interval:           250 * time.Millisecond,
@@ -136,7 +151,7 @@ func DefaultTestnetConfig() Config {
 		MaxSamples:         100,
 		MaxSilence:         1450 * time.Millisecond,
 		LateTimerTolerance: 200 * time.Millisecond,
-		ConfirmTimeout:     250 * time.Millisecond,
+		ConfirmTimeout:     time.Second,
 	}
 }
 
@@ -208,9 +223,11 @@ func (c Config) SuspectAfter() time.Duration {
 // DetectionBound is the longest silence after which a Watcher reports a
 // subject that beat steadily at Interval and then stopped: SuspectAfter,
 // plus one CheckInterval for the check to come round, plus ConfirmTimeout
-// when Confirm is set. A late check tick (see LateTimerTolerance) restarts
-// the silence and so can push a detection past this bound; that is the
-// point of it.
+// when Confirm is set (a Confirm that answers at once, as the node's does
+// for a peer whose connection is gone, adds nothing, so a killed process
+// is reported within the bound without Confirm). A late check tick or
+// confirmation (see LateTimerTolerance) restarts the silence and so can
+// push a detection past this bound; that is the point of it.
 func (c Config) DetectionBound() time.Duration {
 	d := c.SuspectAfter() + c.CheckInterval
 	if c.Confirm != nil {

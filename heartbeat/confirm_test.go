@@ -179,3 +179,75 @@ func TestWatcherCloseDuringConfirm(t *testing.T) {
 		t.Errorf("delivered after Close: %v", got)
 	}
 }
+
+// A negative confirmation whose own timeout fired late is not trusted
+// (Lifeguard's rule for the probe): the silence restarts, and the subject
+// is reported only if it stays silent through a fresh SuspectAfter.
+func TestWatcherConfirmLateTimer(t *testing.T) {
+	c := newConfirmer()
+	cfg := DefaultLocalConfig()
+	// Checks far apart, so the confirmation's timeout can fire late while
+	// the check timer is not due yet.
+	cfg.CheckInterval = time.Second
+	cfg.Confirm = c.confirm
+	h := newHarness(t, cfg)
+	settled := make(chan string, 16)
+	h.w.confirmDone = func(key string) { settled <- key }
+	h.watch("k")
+	h.idle = 2 // the check timer and the confirmation's timeout
+	h.tick()
+	recv(t, c.asked, "Confirm call")
+	h.waitArmed(2)
+
+	// The process "freezes": the timeout, due in ConfirmTimeout, fires
+	// LateTimerTolerance + 50 ms after that.
+	h.clock.Advance(cfg.ConfirmTimeout + cfg.LateTimerTolerance + 50*time.Millisecond)
+	recv(t, settled, "the late confirmation to settle")
+	if got := h.drain(); len(got) != 0 {
+		t.Fatalf("delivered %v after a late confirmation, want nothing", got)
+	}
+	if st := h.w.Stats(); st.LateConfirms != 1 || st.Withdrawn != 0 || st.Watched != 1 {
+		t.Fatalf("Stats = %+v, want 1 late confirmation, 0 withdrawn, 1 watched", st)
+	}
+
+	// Still silent at the next check: asked again, and this time a prompt
+	// "no" is believed.
+	h.idle = 1
+	h.tick()
+	recv(t, c.asked, "the second Confirm call")
+	c.answer <- false
+	recv(t, settled, "the second confirmation")
+	s := recv(t, h.got, "the suspicion")
+	if s.Key != "k" {
+		t.Errorf("reported %q, want \"k\"", s.Key)
+	}
+}
+
+// Confirm may unwatch a subject nobody needs watched any more; nothing is
+// reported for it and nothing counts as withdrawn.
+func TestWatcherConfirmUnwatches(t *testing.T) {
+	cfg := DefaultLocalConfig()
+	var h *harness
+	asked := make(chan string, 1)
+	cfg.Confirm = func(_ context.Context, key string) bool {
+		h.w.Unwatch(key)
+		asked <- key
+		return false
+	}
+	h = newHarness(t, cfg)
+	settled := make(chan string, 1)
+	h.w.confirmDone = func(key string) { settled <- key }
+	h.watch("k")
+	for h.now().Before(epoch.Add(cfg.SuspectAfter())) {
+		h.tick()
+	}
+	recv(t, asked, "Confirm call")
+	recv(t, settled, "the confirmation to settle")
+	h.advanceTo(h.now().Add(10 * cfg.DetectionBound()))
+	if got := h.drain(); len(got) != 0 {
+		t.Errorf("delivered %v for an unwatched subject", got)
+	}
+	if st := h.w.Stats(); st.Watched != 0 || st.Withdrawn != 0 || st.Suspicions != 0 {
+		t.Errorf("Stats = %+v, want nothing watched, withdrawn or suspected", st)
+	}
+}

@@ -25,6 +25,10 @@ type Stats struct {
 	// LateTicks counts check ticks that came later than LateTimerTolerance
 	// and so accused nobody and restarted every subject's silence.
 	LateTicks uint64
+	// LateConfirms counts negative confirmations that were not trusted
+	// because their own timeout fired later than LateTimerTolerance: the
+	// subject's silence restarted instead of it being reported.
+	LateConfirms uint64
 	// WorstLateness is the latest any check tick has fired, tolerated or
 	// not: compare it with LateTimerTolerance.
 	WorstLateness time.Duration
@@ -33,8 +37,8 @@ type Stats struct {
 // counters are the Watcher's Stats, updated atomically (atomic types keep
 // the 64-bit fields aligned on 32-bit ARM).
 type counters struct {
-	beats, checks, suspicions, withdrawn, lateTicks atomic.Uint64
-	worstLateness                                   atomic.Int64
+	beats, checks, suspicions, withdrawn, lateTicks, lateConfirms atomic.Uint64
+	worstLateness                                                 atomic.Int64
 }
 
 func (c *counters) noteLateness(late time.Duration) {
@@ -54,6 +58,7 @@ func (c *counters) snapshot(watched int) Stats {
 		Suspicions:    c.suspicions.Load(),
 		Withdrawn:     c.withdrawn.Load(),
 		LateTicks:     c.lateTicks.Load(),
+		LateConfirms:  c.lateConfirms.Load(),
 		WorstLateness: time.Duration(c.worstLateness.Load()),
 	}
 }

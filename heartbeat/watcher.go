@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -279,10 +280,19 @@ func (w *Watcher) confirm(s *subject) {
 		defer w.confirmDone(key)
 	}
 	ctx, cancel := context.WithCancelCause(w.ctx)
-	timer := w.clock.AfterFunc(w.cfg.ConfirmTimeout, func() { cancel(context.DeadlineExceeded) })
+	due := w.clock.Now().Add(w.cfg.ConfirmTimeout)
+	var late atomic.Int64 // how late the timeout fired; written before cancel
+	timer := w.clock.AfterFunc(w.cfg.ConfirmTimeout, func() {
+		late.Store(int64(w.clock.Since(due)))
+		cancel(context.DeadlineExceeded)
+	})
 	heard := w.cfg.Confirm(ctx, key)
 	timer.Stop()
 	cancel(nil)
+	// Lifeguard's rule again: a timeout that fired late means this process
+	// was not running while the answer may have been waiting for it, so
+	// "nobody answered" is not evidence against the subject.
+	starved := !heard && time.Duration(late.Load()) > w.cfg.LateTimerTolerance
 
 	w.mu.Lock()
 	if cur, ok := w.subjects.get(key); w.closed || !ok || cur != s {
@@ -292,16 +302,23 @@ func (w *Watcher) confirm(s *subject) {
 	}
 	now := w.clock.Now()
 	s.confirming = false
-	if heard || now.Before(s.deadline) {
-		// Someone else hears it, or it beat (or we forgave it) meanwhile.
-		if heard {
+	if heard || starved || now.Before(s.deadline) {
+		// Someone hears it, it beat (or we forgave it) meanwhile, or we
+		// cannot tell because we were frozen ourselves.
+		if heard || starved {
 			s.det.restart(now)
 			s.deadline = s.det.Deadline()
 		}
 		w.subjects.refresh(s)
 		w.mu.Unlock()
+		if starved {
+			w.stats.lateConfirms.Add(1)
+			w.log.Warn("heartbeat: confirmation timer ran late; accusing nobody and restarting the silence",
+				"key", key, "late", time.Duration(late.Load()), "tolerance", w.cfg.LateTimerTolerance)
+			return
+		}
 		w.stats.withdrawn.Add(1)
-		w.log.Info("heartbeat: suspicion withdrawn", "key", key, "confirmed_by_others", heard)
+		w.log.Debug("heartbeat: suspicion withdrawn", "key", key, "confirmed", heard)
 		return
 	}
 	w.subjects.remove(s)

@@ -15,10 +15,12 @@ import (
 // workflows it is origin of. Operators read it to see what a board is busy
 // with; testnets read it to aim their chaos.
 type Activity struct {
-	Updated time.Time      `json:"updated"`
-	Held    []ActivityHeld `json:"held"`
-	Joins   []string       `json:"joins"`
-	Origins []string       `json:"origins"`
+	Updated time.Time `json:"updated"`
+	// Draining says the peer hands off its work before a power cut.
+	Draining bool           `json:"draining"`
+	Held     []ActivityHeld `json:"held"`
+	Joins    []string       `json:"joins"`
+	Origins  []string       `json:"origins"`
 }
 
 // ActivityHeld is one held pack.
@@ -31,7 +33,7 @@ type ActivityHeld struct {
 }
 
 func (n *Node) activity() Activity {
-	a := Activity{Updated: time.Now().UTC(), Held: []ActivityHeld{}, Joins: []string{}, Origins: []string{}}
+	a := Activity{Updated: time.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, Origins: []string{}}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, h := range n.held {

@@ -10,7 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -25,6 +27,10 @@ type heldItem struct {
 	cancel    context.CancelFunc
 	recruited time.Time
 	state     *heldState
+	// releasing is set (under Node.mu) once releaseGuardians has taken its
+	// copy of guardians: a watcher added after that would never be
+	// released, so addWatcher refuses it and its recruiter releases it.
+	releasing bool
 }
 
 // beatConn beats to one guardian on a long-lived stream.
@@ -213,17 +219,21 @@ func (n *Node) recruitGuardian(ctx context.Context, h *heldItem) {
 	if err := rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
 		return
 	}
+	if !n.addWatcher(h.guardKey, h.attempt, n.peerRef(g)) {
+		// Moved on meanwhile: the new guardian has nothing to watch.
+		_ = rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: h.guardKey, Attempt: h.attempt}, &rep, n.cfg.StreamTimeout)
+		return
+	}
 	n.log.Info("recruited a new guardian", "key", h.guardKey, "guardian", rpc.ShortID(g))
-	n.addWatcher(h.guardKey, h.attempt, n.peerRef(g))
 }
 
 // addWatcher adds a guardian to held work; false if nothing is held under
-// key at that attempt (already released).
+// key at that attempt, or it is being released (moved on).
 func (n *Node) addWatcher(gkey string, attempt int, g pack.Peer) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, h := range n.held {
-		if h.guardKey == gkey && h.attempt == attempt {
+		if h.guardKey == gkey && h.attempt == attempt && !h.releasing {
 			for _, x := range h.guardians {
 				if x.ID == g.ID {
 					return true
@@ -267,6 +277,7 @@ func (n *Node) supersedeHeld(gkey string, attempt int) {
 // releaseGuardians tells every guardian of h that the work moved on.
 func (n *Node) releaseGuardians(ctx context.Context, h *heldItem) {
 	n.mu.Lock()
+	h.releasing = true
 	gs := append([]pack.Peer{}, h.guardians...)
 	n.mu.Unlock()
 	for _, g := range gs {
@@ -286,26 +297,234 @@ func (n *Node) releaseGuardians(ctx context.Context, h *heldItem) {
 }
 
 // confirmAlive is asked by the failure detector before it declares a
-// holder silent: beats can be late while the holder is only starved of CPU.
-// A holder whose connection is gone (a killed process's socket is reset at
-// once) is not confirmed, so true detections stay fast; otherwise a libp2p
-// ping within the confirmation timeout spares a holder that is alive.
+// holder silent (see "Confirming a late holder" in the heartbeat package
+// doc). In order:
+//
+//   - A holder whose connection is gone is not confirmed: a killed process's
+//     socket is reset by its kernel at once, so a true detection is not
+//     delayed by the confirmation.
+//   - A connected holder must answer a libp2p ping before the confirmation
+//     times out (Heartbeat.ConfirmTimeout: 1 s on the testnet, 2 s on a
+//     mesh). Connected but silent is what a holder starved of CPU looks
+//     like on a busy machine, so it gets a long chance; a hung or
+//     powered-off board (no reset) is still reported after
+//     SuspectAfter + ConfirmTimeout.
+//   - A holder that does not answer is not accused if nothing needs it
+//     watched any more (nothing guarded is held by it and no join replica
+//     waits on it: a release raced the watch): the watch is dropped, since
+//     an accusation would only make peer choice avoid a live peer.
+//
+// Nothing here takes n.mu before the ping: on a busy peer the lock can be
+// held across journal fsyncs for longer than the whole budget.
+//
+// A holder that answers but does not beat may have moved on with its
+// release to this peer lost (or added this peer as a watcher after it had
+// started releasing): afterSpared follows that up in the background.
 func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	id, err := peer.Decode(key)
 	if err != nil {
 		return false
 	}
 	if n.host.Network().Connectedness(id) != network.Connected {
+		n.log.Info("holder not confirmed", "peer", rpc.ShortID(id), "reason", "not connected")
 		return false
 	}
+	start := time.Now()
+	reason, detail := "ping timeout", ""
 	select {
 	case res := <-ping.Ping(ctx, n.host, id):
 		if res.Error == nil {
-			n.log.Debug("late beats but the holder answers a ping; not suspecting it", "peer", rpc.ShortID(id), "rtt", res.RTT)
+			n.log.Info("late beats but the holder answers a ping", "peer", rpc.ShortID(id), "rtt", res.RTT.Round(time.Millisecond))
+			n.spawn(func(ctx context.Context) { n.afterSpared(ctx, id) })
 			return true
 		}
-		return false
+		reason, detail = "ping failed", res.Error.Error()
 	case <-ctx.Done():
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	if n.dropStaleWatch(key) {
+		n.log.Info("dropped a stale watch", "peer", rpc.ShortID(id), "after", reason)
 		return false
 	}
+	if detail != "" {
+		n.log.Info("holder not confirmed", "peer", rpc.ShortID(id), "reason", reason, "err", detail, "after", took)
+	} else {
+		n.log.Info("holder not confirmed", "peer", rpc.ShortID(id), "reason", reason, "after", took)
+	}
+	return false
+}
+
+// watchNeededLocked reports whether this peer has a reason to watch
+// holder: a guard copy of work it holds, or a join replica whose primary it
+// is (the conditions unwatchIfIdle keeps a watch for). n.mu must be held.
+func (n *Node) watchNeededLocked(holder string) bool {
+	for _, e := range n.guards {
+		if e.Holder.ID == holder {
+			return true
+		}
+	}
+	for _, j := range n.joins {
+		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == holder {
+			return true
+		}
+	}
+	return false
+}
+
+// dropStaleWatch unwatches holder if nothing needs it watched, and reports
+// whether it did. The check and the unwatch happen under n.mu, so a guard
+// copy added meanwhile (which calls watchHolder after adding itself) is
+// never left unwatched.
+func (n *Node) dropStaleWatch(holder string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.watchNeededLocked(holder) {
+		return false
+	}
+	delete(n.firstBeat, holder)
+	n.watcher.Unwatch(holder)
+	return true
+}
+
+// reconcileEvery is how often a guardian may ask one live holder that does
+// not beat to it what it still holds.
+const reconcileEvery = 10 * time.Second
+
+// reconcileLast remembers, per node and holder, when reconcileHolder last
+// started, so a holder that is only slow is not asked at every late beat.
+var reconcileLast sync.Map // reconcileKey -> time.Time
+
+type reconcileKey struct {
+	n      *Node
+	holder peer.ID
+}
+
+// reconcileDue reports whether holder may be reconciled now, and if so
+// records that it is.
+func (n *Node) reconcileDue(holder peer.ID) bool {
+	k := reconcileKey{n, holder}
+	now := time.Now()
+	for {
+		last, loaded := reconcileLast.LoadOrStore(k, now)
+		if !loaded {
+			return true
+		}
+		if now.Sub(last.(time.Time)) < reconcileEvery {
+			return false
+		}
+		if reconcileLast.CompareAndSwap(k, last, now) {
+			return true
+		}
+	}
+}
+
+// afterSpared follows up on a holder that answered a ping although its
+// beats were late: a watch nobody needs is dropped at once, and the holder
+// is asked what it still holds (at most every reconcileEvery).
+func (n *Node) afterSpared(ctx context.Context, holder peer.ID) {
+	if n.dropStaleWatch(holder.String()) {
+		n.log.Info("dropped a stale watch", "peer", rpc.ShortID(holder), "after", "it answered a ping")
+		return
+	}
+	if n.reconcileDue(holder) {
+		n.reconcileHolder(ctx, holder)
+	}
+}
+
+// reconcileHolder asks a live holder about every guard copy this peer keeps
+// of its work, with the holder-side add-watcher operation: work it still
+// holds at that attempt gets this peer (back) among its watchers, so its
+// beats resume; work it no longer holds has moved on and the release to
+// this peer was lost, so the copy is dropped (as a release would have).
+// A holder restarted since is resuming from its journal and would answer
+// the same way only after this peer's connection to it had been reset and
+// the holder suspected, so a live answer here is about the same process.
+func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
+	type copyRef struct {
+		key     string
+		attempt int
+	}
+	var copies []copyRef
+	hid := holder.String()
+	// A copy younger than FirstBeatTimeout may be of work the holder has
+	// acked but not registered yet; it is asked about next time.
+	settled := time.Now().Add(-n.cfg.FirstBeatTimeout)
+	n.mu.Lock()
+	for _, e := range n.guards {
+		if e.Holder.ID == hid && e.Since.Before(settled) {
+			copies = append(copies, copyRef{e.Key, e.Attempt})
+		}
+	}
+	n.mu.Unlock()
+	if len(copies) == 0 {
+		return
+	}
+	self := n.self()
+	kept := 0
+	var dropped []string
+	for _, c := range copies {
+		var rep api.GuardReply
+		msg := api.GuardMsg{Op: api.GuardAddWatcher, Key: c.key, Attempt: c.attempt, Watcher: self}
+		if err := rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
+			n.log.Debug("reconcile with holder", "peer", rpc.ShortID(holder), "key", c.key, "err", err, "reply", rep.Error)
+			return
+		}
+		if !rep.Released {
+			kept++
+			continue
+		}
+		if n.dropGuardIf(c.key, hid, c.attempt) {
+			dropped = append(dropped, c.key)
+		}
+	}
+	if len(dropped) > 0 {
+		n.log.Info("dropped guard copies of work the holder had moved on from", "peer", rpc.ShortID(holder),
+			"dropped", len(dropped), "kept", kept, "keys", dropped)
+	}
+}
+
+// dropGuardIf drops the guard copy under key if it still names holder at
+// attempt, as a release at that attempt would, and reports whether it did.
+func (n *Node) dropGuardIf(key, holder string, attempt int) bool {
+	n.mu.Lock()
+	e, ok := n.guards[key]
+	if !ok || e.Holder.ID != holder || e.Attempt != attempt {
+		n.mu.Unlock()
+		return false
+	}
+	if old, ok := n.released[key]; !ok || old.attempt < attempt {
+		n.released[key] = releaseMark{at: time.Now(), attempt: attempt}
+	}
+	delete(n.guards, key)
+	_ = n.journal.Delete(journal.BucketOutbox, key)
+	n.mu.Unlock()
+	n.unwatchIfIdle(holder)
+	return true
+}
+
+// redispatch re-routes a guarded pack whose head is not a service: only
+// the origin's first pack, held before its first hand-off, can start with
+// a FORK, FIRST, FAILOVER or CHOICE. There is no step to hand to another
+// peer, so this guardian (the origin's replica) claims the copy and
+// dispatches the pack itself with attempt+1, as the silent origin would
+// have, and tells the old holder it was superseded.
+func (n *Node) redispatch(ctx context.Context, e *guardEntry, p *pack.Pack, s heartbeat.Suspicion) {
+	n.mu.Lock()
+	if cur, ok := n.guards[e.Key]; !ok || cur != e || e.Holder.ID != s.Key {
+		n.mu.Unlock()
+		return // re-routed, released or claimed already
+	}
+	delete(n.guards, e.Key) // claimed: a second suspicion finds nothing
+	silent, attempt := e.Holder, e.Attempt
+	n.mu.Unlock()
+	n.dropGuardAt(e.Key, silent.ID, attempt)
+	p.Attempt = attempt + 1
+	n.log.Warn("re-routing", "key", e.Key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
+	if old, err := peer.Decode(silent.ID); err == nil {
+		n.spawn(func(ctx context.Context) {
+			var r api.GuardReply
+			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
+		})
+	}
+	n.dispatch(ctx, p)
 }

@@ -1,11 +1,40 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/outage"
+	"github.com/bedwe/bedwe/schedule"
 )
+
+// Routing says what peer choice and drain know about power.
+type Routing string
+
+// The routing modes.
+const (
+	// RoutingTimetable (the default) consults the load-shedding timetable:
+	// steps go only to peers powered for the step's expected time plus a
+	// margin, and a node drains before its zone's cut.
+	RoutingTimetable Routing = "timetable"
+	// RoutingHeartbeat ignores the timetable: peers are chosen on liveness
+	// alone and outages are found by heartbeats. It exists to measure what
+	// the timetable buys.
+	RoutingHeartbeat Routing = "heartbeat"
+)
+
+// ParseRouting reads "timetable" or "heartbeat".
+func ParseRouting(s string) (Routing, error) {
+	switch r := Routing(s); r {
+	case RoutingTimetable, RoutingHeartbeat:
+		return r, nil
+	case "":
+		return RoutingTimetable, nil
+	}
+	return "", fmt.Errorf("routing %q: use timetable or heartbeat", s)
+}
 
 // Config configures one peer. Zero values are replaced by the defaults of
 // DefaultConfig where noted.
@@ -64,6 +93,28 @@ type Config struct {
 	// RestartGrace is how long a restarted peer waits before suspecting the
 	// holders it guards: after a blackout every board needs time to boot.
 	RestartGrace time.Duration
+	// ScheduleFile is a bedwe-schedule/1 timetable to start with (the
+	// operator put it there, so it is trusted without a signature). A newer
+	// one persisted from pubsub (DATA/schedule.signed.json) wins over it.
+	ScheduleFile string
+	// TrustedKeys are raw Ed25519 public keys whose signed timetables this
+	// node accepts from pubsub (see schedule.Signed).
+	TrustedKeys [][]byte
+	// TrustedKeysFile lists more trusted keys, one base64 or hex key per
+	// line (# comments); it is re-read when it changes, so a testnet can
+	// write it after its nodes started.
+	TrustedKeysFile string
+	// Clock is the timetable clock: the zero value is real time; a testnet
+	// gives every node the same virtual clock so a day of load shedding
+	// plays in minutes. Only timetable decisions read it.
+	Clock schedule.VirtualClock
+	// Routing says whether peer choice and drain follow the timetable.
+	Routing Routing
+	// Outage tunes the availability view (margins, drain lead time, the
+	// policy beyond the timetable's horizon), in timetable time. Zero:
+	// outage.DefaultConfig, or outage.TestnetConfig(speed) with the testnet
+	// profile.
+	Outage outage.Config
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +151,7 @@ func TestnetConfig() Config {
 	c.FirstBeatTimeout = 3 * time.Second
 	c.SuspectMemory = 10 * time.Second
 	c.RestartGrace = 8 * time.Second
+	c.Outage = outage.TestnetConfig(1)
 	return c
 }
 
@@ -146,5 +198,11 @@ func (c *Config) fillDefaults() {
 	}
 	if c.SuspectMemory <= 0 {
 		c.SuspectMemory = d.SuspectMemory
+	}
+	if c.Routing == "" {
+		c.Routing = RoutingTimetable
+	}
+	if c.Outage.PresenceTTL <= 0 {
+		c.Outage = outage.DefaultConfig()
 	}
 }

@@ -67,6 +67,7 @@ func (n *Node) accept(p *pack.Pack) (code, msg string) {
 	if n.isCancelled(p) {
 		return api.CodeCancelled, "workflow " + p.WorkflowID + " was cancelled"
 	}
+	n.learnFrom(p.Trace)
 	st := &heldState{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
 	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
 		st.Guardians = []pack.Peer{p.Sender}
@@ -77,6 +78,19 @@ func (n *Node) accept(p *pack.Pack) (code, msg string) {
 	}
 	n.spawn(func(ctx context.Context) { n.process(ctx, key, st) })
 	return "", ""
+}
+
+// learnFrom teaches the outage view how long the newest step of trace took,
+// if it succeeded: every pack brings the run time of the step before it, so
+// a peer learns the services it hands off, not only those it runs.
+func (n *Node) learnFrom(trace []pack.TraceEntry) {
+	if len(trace) == 0 {
+		return
+	}
+	e := trace[len(trace)-1]
+	if e.Outcome == pack.OutcomeOK && !e.Start.IsZero() && e.End.After(e.Start) {
+		n.tt.view.Learn(e.Service, n.tt.clock.Virtual(e.End.Sub(e.Start)))
+	}
 }
 
 func (n *Node) offerSummary() string {
@@ -117,6 +131,9 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 				n.releaseGuardians(n.ctx, h)
 			}
 			return
+		}
+		if err == nil {
+			n.learnFrom(trace)
 		}
 		st.Executed = true
 		st.Trace = trace
@@ -336,7 +353,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		n.mu.Lock()
 		wake := n.returned
 		n.mu.Unlock()
-		target, ok := n.pick(head.Name, exclude, avoid)
+		target, ok := n.pick(head.Name, head.Expect(), exclude, avoid)
 		if !ok {
 			if time.Now().After(deadline) {
 				why := "no live peer offers it"
@@ -381,6 +398,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			var ack api.Ack
 			if err = rpc.Dec.Unmarshal(raw, &ack); err == nil {
 				if ack.OK {
+					n.tt.view.Alive(target.String())
 					return target, nil
 				}
 				if ack.Code == api.CodeCancelled {
@@ -440,24 +458,31 @@ func (n *Node) selector(p *pack.Pack) grammar.Selector {
 		}
 		var heads []string
 		for i, a := range c.Arms {
-			name := firstService(a.Body)
-			heads = append(heads, name)
-			if name != "" && n.hasProvider(name) {
+			svc := firstService(a.Body)
+			if svc == nil {
+				continue
+			}
+			heads = append(heads, svc.Name)
+			if n.hasProvider(svc.Name, svc.Expect()) {
 				return i, nil
 			}
 		}
-		return 0, fmt.Errorf("no arm of the CHOICE has a live provider for its first service (%s)", strings.Join(heads, ", "))
+		why := "a live provider"
+		if n.timetableRouting() {
+			why = "a live provider powered long enough"
+		}
+		return 0, fmt.Errorf("no arm of the CHOICE has %s for its first service (%s)", why, strings.Join(heads, ", "))
 	}
 }
 
-// firstService is the name of the first service that would run in w.
-func firstService(w *grammar.Workflow) string {
+// firstService is the first service that would run in w (nil if none).
+func firstService(w *grammar.Workflow) *grammar.Service {
 	if w == nil || len(w.Steps) == 0 {
-		return ""
+		return nil
 	}
 	switch s := w.Steps[0].(type) {
 	case *grammar.Service:
-		return s.Name
+		return s
 	case *grammar.Fork:
 		return firstService(s.Branches[0])
 	case *grammar.First:
@@ -467,7 +492,7 @@ func firstService(w *grammar.Workflow) string {
 	case *grammar.Choice:
 		return firstService(s.Arms[0].Body)
 	}
-	return ""
+	return nil
 }
 
 // finishBranch delivers the end of p's path: to the innermost join frame's
@@ -476,26 +501,31 @@ func firstService(w *grammar.Workflow) string {
 func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg string) error {
 	if len(p.Frames) == 0 {
 		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace}
-		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() { n.onOrigin(msg) })
+		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() bool { n.onOrigin(msg); return true })
 	}
 	f := p.Frames[len(p.Frames)-1]
 	d := api.Delivery{
 		WorkflowID: p.WorkflowID, JoinID: f.JoinID, Branch: f.Branch, OK: ok, Error: errMsg,
 		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt,
 	}
-	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() { n.onDelivery(d) })
+	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() bool { return n.onDelivery(d) })
 }
 
 // sendWithRetry sends msg to the first holder that acknowledges it, calling
-// local instead when this peer is a holder. It backs off between rounds.
-func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func()) error {
+// local instead when this peer is a holder (local reports whether this
+// peer took it; a join handed over before a power cut does not). It backs
+// off between rounds.
+func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func() bool) error {
 	wait := 100 * time.Millisecond
 	for {
 		var lastErr error
 		for _, h := range holders {
 			if h.ID == n.host.ID().String() {
-				local()
-				return nil
+				if local() {
+					return nil
+				}
+				lastErr = fmt.Errorf("this peer no longer holds it")
+				continue
 			}
 			id, err := peer.Decode(h.ID)
 			if err != nil {

@@ -49,6 +49,9 @@ type guardEntry struct {
 	Since time.Time `cbor:"8,keyasint"`
 	// Backups are the other guardians this (primary) entry told about.
 	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
+	// rerouting is set while a re-route of this entry is under way, so a
+	// suspicion and a hand-back cannot both re-route one attempt.
+	rerouting bool
 }
 
 // releaseMark remembers that a key was released (moved on) at an attempt,
@@ -138,9 +141,15 @@ func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
 
 // pickGuardian chooses a live peer outside exclude, preferring a zone other
 // than avoidZone and this peer's.
+//
+// With timetable routing a guardian must outlast the work it covers: a peer
+// the timetable says stays powered for a default step ranks first, and one
+// whose zone goes dark within that time only when there is nobody else.
 func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID, bool) {
 	var best peer.ID
 	bestScore := -1
+	tt := n.timetableRouting()
+	horizon := n.tt.view.Config().DefaultExpected
 	for id, a := range n.pres.live() {
 		if exclude[id] || a.Draining || n.suspected(id) {
 			continue
@@ -151,6 +160,14 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 		}
 		if a.Zone != n.cfg.Zone {
 			score += 2
+		}
+		if tt {
+			switch vd := n.tt.view.CanRun(id.String(), horizon); {
+			case vd.Known:
+				score += 8
+			case !vd.OK:
+				score = 0
+			}
 		}
 		if score > bestScore || (score == bestScore && id < best) {
 			best, bestScore = id, score
@@ -230,8 +247,9 @@ func (n *Node) unwatchIfIdle(holder string) {
 		}
 	}
 	delete(n.firstBeat, holder)
-	n.mu.Unlock()
+	// Under n.mu: a guard copy added meanwhile must not lose its watch.
 	n.watcher.Unwatch(holder)
+	n.mu.Unlock()
 }
 
 func (n *Node) suspected(id peer.ID) bool {
@@ -255,7 +273,7 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 	}
 	var joins []*joinRecord
 	for _, j := range n.joins {
-		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == s.Key {
+		if j.Replica && !j.Active && !j.Forwarded && !j.Moved && j.Primary.ID == s.Key {
 			joins = append(joins, j)
 		}
 	}
@@ -263,6 +281,7 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 	n.log.Warn("peer suspected", "peer", s.Key, "silence_ms", s.Silence.Milliseconds(),
 		"guarded", len(entries), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
 	n.pres.forgetID(s.Key)
+	n.tt.view.Suspect(s.Key)
 	for _, e := range entries {
 		n.spawn(func(ctx context.Context) { n.holderLost(ctx, e, s) })
 	}
@@ -348,14 +367,32 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 		n.log.Error("guarded pack unreadable", "key", e.Key, "err", err)
 		return
 	}
-	head := p.Workflow.Steps[0].(*grammar.Service)
+	head, ok := p.Workflow.Steps[0].(*grammar.Service)
+	if !ok {
+		n.redispatch(ctx, e, p, s) // the origin's first pack, starting with a FORK or CHOICE
+		return
+	}
 	n.mu.Lock()
+	if e.rerouting || e.Holder.ID != s.Key {
+		n.mu.Unlock()
+		return // re-routed already, or being re-routed
+	}
+	e.rerouting = true
 	silent := e.Holder
 	tried := append(slices.Clone(e.Tried), silent.ID)
 	since := e.Since
 	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		e.rerouting = false
+		n.mu.Unlock()
+	}()
 	note := fmt.Sprintf("holder %s (zone %s) silent for %s; re-routed by %s as attempt %d",
 		rpc.ShortIDString(silent.ID), silent.Zone, s.Silence.Round(time.Millisecond), rpc.ShortID(n.host.ID()), p.Attempt+1)
+	if s.Silence == 0 {
+		note = fmt.Sprintf("holder %s (zone %s) handed the step back before a power cut; re-routed by %s as attempt %d",
+			rpc.ShortIDString(silent.ID), silent.Zone, rpc.ShortID(n.host.ID()), p.Attempt+1)
+	}
 	p.Trace = append(p.Trace, pack.TraceEntry{
 		Path: head.Path, Service: head.Name, Peer: silent.ID, Zone: silent.Zone,
 		Start: since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
@@ -528,7 +565,9 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 			return api.GuardReply{OK: true, Released: true}
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus:
+	case api.GuardHandback:
+		return n.handbackOp(from, m)
+	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover:
 		return n.joinReplicaOp(from, m)
 	case api.GuardOrigin, api.GuardOriginDone, api.GuardOriginStatus:
 		return n.originReplicaOp(m)

@@ -50,6 +50,10 @@ type joinRecord struct {
 	Replica bool      `cbor:"20,keyasint,omitempty"`
 	Active  bool      `cbor:"21,keyasint,omitempty"`
 	Primary pack.Peer `cbor:"22,keyasint,omitempty"`
+	// Moved marks a primary's copy handed over to Primary (a replica) when
+	// this peer drained before a power cut: it never acts again, and branch
+	// ends reaching it are refused so they go on to the new holder.
+	Moved bool `cbor:"23,keyasint,omitempty"`
 }
 
 // acting reports whether this copy of the join decides and forwards.
@@ -182,8 +186,12 @@ func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []by
 	}
 	n.mu.Lock()
 	j, ok := n.joins[d.JoinID]
-	takeOver := ok && j.Replica && !j.Active
+	moved := ok && j.Moved
+	takeOver := ok && j.Replica && !j.Active && !moved
 	n.mu.Unlock()
+	if moved {
+		return rpc.AckBytes(api.CodeDraining, fmt.Sprintf("peer %s handed join %s over to %s before a power cut", rpc.ShortID(n.host.ID()), d.JoinID, rpc.ShortIDString(j.Primary.ID)))
+	}
 	if takeOver {
 		// A branch end could not reach the primary: this replica acts now.
 		n.takeOverJoin(ctx, j, "a branch end reached the replica")
@@ -199,7 +207,7 @@ func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []by
 func (n *Node) onDelivery(d api.Delivery) bool {
 	n.mu.Lock()
 	j, ok := n.joins[d.JoinID]
-	if !ok {
+	if !ok || j.Moved {
 		n.mu.Unlock()
 		return false
 	}
@@ -405,7 +413,7 @@ func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardMsg) api.
 // takeOverJoin makes a replica act for a join whose primary is gone.
 func (n *Node) takeOverJoin(ctx context.Context, j *joinRecord, why string) {
 	n.mu.Lock()
-	if !j.Replica || j.Active || j.Forwarded {
+	if !j.Replica || j.Active || j.Forwarded || j.Moved {
 		n.mu.Unlock()
 		return
 	}
@@ -460,6 +468,8 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 			n.unwatchIfIdle(from.String())
 		}
 		return api.GuardReply{OK: true}
+	case api.GuardJoinHandover:
+		return n.joinHandoverOp(from, m)
 	case api.GuardJoinStatus:
 		n.mu.Lock()
 		defer n.mu.Unlock()

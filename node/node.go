@@ -8,7 +8,7 @@
 //
 //	node.go      the Node type, start-up and shut-down
 //	host.go      libp2p host, discovery and pubsub wiring
-//	rpc.go       one-request/one-response stream helpers
+//	identity.go  the persistent libp2p key and atomic file writes
 //	presence.go  gossiped presence and the live view of the mesh
 //	router.go    peer choice for the next service
 //	engine.go    accepting packs, running steps, dispatching residuals
@@ -19,6 +19,9 @@
 //	beat.go      heartbeats from holders to guardians, release, recruitment
 //	activity.go  DATA/activity.json: what this peer is busy with
 //	state.go     what the journal stores and how it is resumed
+//	timetable.go the load-shedding timetable, the outage view, trusted keys
+//	drain.go     draining before a power cut: hand-over of joins and steps
+//	publish.go   signed timetables on pubsub and the late-joiner pull
 //
 // The node never imports the testnet or the CLI.
 package node
@@ -43,6 +46,7 @@ import (
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
+	"github.com/bedwe/bedwe/schedule"
 )
 
 // Node is one running peer. Create it with New and run it with Run.
@@ -81,6 +85,13 @@ type Node struct {
 	// returned is closed and replaced whenever a peer (re)appears, waking
 	// dispatchers that wait for a provider.
 	returned chan struct{}
+
+	// tt is the load-shedding timetable and the outage view.
+	tt *timetable
+	// drainKick asks the drain loop to look at the timetable now.
+	drainKick chan struct{}
+	// sp gossips, serves and fetches signed timetables (publish.go).
+	sp *schedulePub
 
 	ctx  context.Context
 	wg   sync.WaitGroup
@@ -129,6 +140,7 @@ func New(cfg Config) (*Node, error) {
 		active:          map[string]*activeStep{},
 		cancelled:       map[string]time.Time{},
 		returned:        make(chan struct{}),
+		drainKick:       make(chan struct{}, 1),
 		zone:            cfg.Zone,
 	}, nil
 }
@@ -148,6 +160,10 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	n.journal = j
 	defer j.Close()
 
+	if err := n.startTimetable(); err != nil {
+		return err
+	}
+
 	if err := n.startHost(ctx); err != nil {
 		return err
 	}
@@ -165,6 +181,9 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	n.registerProtocols()
 	if err := n.startCancelTopic(ctx); err != nil {
+		return err
+	}
+	if err := n.startScheduleTopic(); err != nil {
 		return err
 	}
 	pres, err := newPresence(n, n.ps)
@@ -190,8 +209,9 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	}
 	go n.bootstrapLoop(ctx)
 	go n.beatLoop(ctx)
-	go n.activityLoop(ctx)
+	n.spawn(n.activityLoop)
 	go n.pruneLoop(ctx)
+	n.spawn(n.drainLoop)
 
 	<-ctx.Done()
 	n.log.Info("node stopping")
@@ -204,7 +224,12 @@ func (n *Node) nodeFile() api.NodeFile {
 	for _, a := range n.host.Addrs() {
 		addrs = append(addrs, a.String()+"/p2p/"+n.host.ID().String())
 	}
+	pub := ""
+	if raw, err := n.host.Peerstore().PubKey(n.host.ID()).Raw(); err == nil {
+		pub = schedule.FormatPublicKey(raw)
+	}
 	return api.NodeFile{
+		PublicKey: pub,
 		PeerID:    n.host.ID().String(),
 		Addrs:     addrs,
 		Zone:      n.cfg.Zone,

@@ -306,6 +306,8 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 		return api.ClientResponse{Status: &st}
 	case api.OpPeers:
 		return api.ClientResponse{Peers: n.pres.infos()}
+	case api.OpPublishSchedule, api.OpSchedule:
+		return n.clientSchedule(r)
 	case api.OpList:
 		n.mu.Lock()
 		defer n.mu.Unlock()

@@ -43,6 +43,9 @@ type announcement struct {
 	// Boot distinguishes runs so a restarted peer is not mistaken for stale.
 	Seq  uint64 `json:"seq"`
 	Boot int64  `json:"boot"`
+	// Sched is the issued_at (Unix nanoseconds) of the signed timetable the
+	// peer holds, 0 for none: a peer holding an older one fetches it.
+	Sched int64 `json:"sched,omitempty"`
 }
 
 type presenceEntry struct {
@@ -101,7 +104,7 @@ func (p *presence) run(ctx context.Context) {
 		return
 	}
 	go p.announceLoop(ctx)
-	go p.fileLoop(ctx)
+	p.n.spawn(p.fileLoop)
 	for {
 		msg, err := sub.Next(ctx)
 		if err != nil {
@@ -128,6 +131,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 	}
 	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now()}
 	p.mu.Unlock()
+	p.n.tt.view.Observe(id.String(), a.Zone, a.Draining, p.n.tt.clock.Now())
 	var addrs []ma.Multiaddr
 	for _, s := range a.Addrs {
 		if m, err := ma.NewMultiaddr(s); err == nil {
@@ -137,6 +141,9 @@ func (p *presence) observe(id peer.ID, a announcement) {
 	// Keep addresses for hours: cuts last hours and presence refreshes them.
 	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
 	if !known || old.ann.Boot != a.Boot {
+		// A new run of the peer (it booted after a cut) is alive whatever
+		// heartbeat said of its previous run.
+		p.n.tt.view.Alive(id.String())
 		p.n.log.Debug("peer present", "peer", rpc.ShortID(id), "zone", a.Zone)
 		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
@@ -144,6 +151,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.poke()
 	}
 	p.markDirty()
+	p.n.maybePullSchedule(id, a.Sched)
 }
 
 func (p *presence) markDirty() {
@@ -217,11 +225,15 @@ func (p *presence) self(bump bool) announcement {
 		Draining: n.draining.Load(),
 		Seq:      seq,
 		Boot:     p.boot,
+		Sched:    n.announcedSchedule(),
 	}
 }
 
 func (p *presence) announce(ctx context.Context) {
-	data, err := json.Marshal(p.self(true))
+	self := p.self(true)
+	// The node is a candidate for its own steps too.
+	p.n.tt.view.Observe(self.ID, self.Zone, self.Draining, p.n.tt.clock.Now())
+	data, err := json.Marshal(self)
 	if err != nil {
 		return
 	}
@@ -283,6 +295,12 @@ func (p *presence) infos() []api.PeerInfo {
 	for id, a := range live {
 		connected := p.n.host.Network().Connectedness(id) == 1 // network.Connected
 		rest = append(rest, annInfo(a, seen[id], false, connected))
+	}
+	for i := range out {
+		p.n.describePower(&out[i])
+	}
+	for i := range rest {
+		p.n.describePower(&rest[i])
 	}
 	sort.Slice(rest, func(i, j int) bool {
 		if rest[i].Zone != rest[j].Zone {

@@ -3,10 +3,12 @@ package node
 import (
 	"math/rand/v2"
 	"sort"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
-
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/outage"
 )
 
 // candidate is a peer able to run a service, with what peer choice weighs.
@@ -16,13 +18,18 @@ type candidate struct {
 	score float64
 }
 
-// pick chooses the peer to run service name. A candidate must offer the
+// pick chooses the peer to run service name, declared to take about
+// declared (its expect= attribute; 0 if none). A candidate must offer the
 // service, be in the live view (or be this peer), not be draining, and not be
-// excluded. Among those it prefers, in order: a peer not in avoid (siblings
-// of a FORK go to distinct peers where possible), a zone other than this
-// peer's (zones fail together), a short queue and low CPU; ties are broken at
-// random to spread work.
-func (n *Node) pick(name string, exclude, avoid map[peer.ID]bool) (peer.ID, bool) {
+// excluded. With timetable routing it must also be powered, by the
+// timetable, for the step's expected time plus a margin (outage.View.Rank:
+// the learned or declared run time; peers the timetable only "does not
+// know" about are used when no peer is known to be powered). Among those it
+// prefers, in order: a peer not in avoid (siblings of a FORK go to distinct
+// peers where possible), a peer the timetable vouches for, a zone other than
+// this peer's (zones fail together), more powered time to spare, a short
+// queue and low CPU; ties are broken at random to spread work.
+func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer.ID]bool) (peer.ID, bool) {
 	var cands []candidate
 	consider := func(id peer.ID, a announcement) {
 		if exclude[id] || a.Draining || !a.offers(name) {
@@ -54,6 +61,9 @@ func (n *Node) pick(name string, exclude, avoid map[peer.ID]bool) (peer.ID, bool
 	if !n.draining.Load() {
 		consider(n.host.ID(), n.pres.self(false))
 	}
+	if n.timetableRouting() {
+		cands = n.powered(name, declared, cands)
+	}
 	if len(cands) == 0 {
 		return "", false
 	}
@@ -61,8 +71,46 @@ func (n *Node) pick(name string, exclude, avoid map[peer.ID]bool) (peer.ID, bool
 	return cands[0].id, true
 }
 
-// hasProvider reports whether some live peer (or this one) offers name.
-func (n *Node) hasProvider(name string) bool {
-	_, ok := n.pick(name, nil, nil)
+// powered keeps the candidates the timetable says stay powered long enough
+// for a step of service name, and weighs their verdicts into the scores:
+// a peer accepted only because the timetable does not know (its horizon,
+// an unlisted zone) ranks below every peer it vouches for, and more spare
+// powered time (up to the view's AmpleMargin) ranks higher.
+func (n *Node) powered(name string, declared time.Duration, cands []candidate) []candidate {
+	view := n.tt.view
+	expected := view.Expected(name, n.tt.clock.Virtual(declared))
+	oc := make([]outage.Candidate, len(cands))
+	for i, c := range cands {
+		oc[i] = outage.Candidate{Peer: c.id.String(), Zone: c.ann.Zone, Queue: c.ann.Queue, CPU: c.ann.CPU}
+	}
+	ranked := view.Rank(oc, outage.Candidate{Zone: n.cfg.Zone}, expected)
+	verdicts := make(map[string]outage.Verdict, len(ranked))
+	for _, r := range ranked {
+		verdicts[r.Peer] = r.Verdict
+	}
+	now := view.Now()
+	need := expected + view.Config().Margin
+	ample := view.Config().AmpleMargin
+	kept := cands[:0]
+	for _, c := range cands {
+		vd, ok := verdicts[c.id.String()]
+		if !ok {
+			continue
+		}
+		if !vd.Known {
+			c.score += 50
+		} else if ample > 0 {
+			spare := min(vd.PoweredUntil.Sub(now.Add(need)), ample)
+			c.score += 4 * (1 - float64(spare)/float64(ample))
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+// hasProvider reports whether some live peer (or this one) offers name and,
+// with timetable routing, is powered long enough to run it.
+func (n *Node) hasProvider(name string, declared time.Duration) bool {
+	_, ok := n.pick(name, declared, nil, nil)
 	return ok
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/outage"
+	"github.com/bedwe/bedwe/schedule"
 )
 
 func nodeCommand() *cli.Command {
@@ -42,6 +44,11 @@ Examples:
 			&cli.DurationFlag{Name: "no-peer-wait", Usage: "how long to wait for a provider of the next service before failing", Value: 30 * time.Second},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "profile", Usage: "timing profile: mesh (real boards: 1 s beats, ~5 s detection) or testnet (loopback: 250 ms beats, ~1.5 s detection)", Value: "mesh"},
+			&cli.StringFlag{Name: "schedule", Usage: "load-shedding timetable FILE (bedwe-schedule/1) to start with; a newer one published on the mesh replaces it", TakesFile: true},
+			&cli.StringFlag{Name: "trusted-keys", Usage: "FILE of Ed25519 public keys (base64 or hex, one per line) whose signed timetables this node accepts; re-read when it changes", TakesFile: true},
+			&cli.StringSliceFlag{Name: "trust", Usage: "Ed25519 public KEY (base64 or hex) whose signed timetables this node accepts (repeatable)"},
+			&cli.StringFlag{Name: "clock", Usage: "timetable clock START@EPOCHxSPEED for testnets (e.g. 2026-11-23T06:00:00+02:00@1763870400x360: timetable time START at real unix EPOCH, SPEED times faster); empty: real time"},
+			&cli.StringFlag{Name: "routing", Usage: "timetable (choose peers powered for the step and drain before cuts) or heartbeat (ignore the timetable; for comparisons)", Value: "timetable"},
 		},
 		Action: runNode,
 	}
@@ -79,6 +86,35 @@ func runNode(c *cli.Context) error {
 	}
 	cfg.PresenceTTL = max(3*cfg.AnnounceInterval, 5*time.Second)
 	cfg.NoPeerWait = c.Duration("no-peer-wait")
+	cfg.ScheduleFile = c.String("schedule")
+	cfg.TrustedKeysFile = c.String("trusted-keys")
+	if cfg.TrustedKeysFile != "" {
+		if _, err := node.ReadTrustedKeys(cfg.TrustedKeysFile); err != nil {
+			return cli.Exit("--trusted-keys: "+err.Error(), 1)
+		}
+	}
+	for _, k := range c.StringSlice("trust") {
+		pub, err := schedule.ParsePublicKey(k)
+		if err != nil {
+			return cli.Exit("--trust: "+err.Error(), 1)
+		}
+		cfg.TrustedKeys = append(cfg.TrustedKeys, pub)
+	}
+	if v := c.String("clock"); v != "" {
+		vc, err := schedule.ParseVirtualClock(v)
+		if err != nil {
+			return cli.Exit("--clock: "+err.Error(), 1)
+		}
+		cfg.Clock = vc
+		if c.String("profile") == "testnet" {
+			cfg.Outage = outage.TestnetConfig(vc.Speed)
+		}
+	}
+	routing, err := node.ParseRouting(c.String("routing"))
+	if err != nil {
+		return cli.Exit("--routing: "+err.Error(), 1)
+	}
+	cfg.Routing = routing
 	cfg.Logger = logger
 	n, err := node.New(cfg)
 	if err != nil {

@@ -17,7 +17,8 @@ func peersCommand() *cli.Command {
 		Name:  "peers",
 		Usage: "list the peers a node sees (itself first)",
 		Description: `Shows the peer's live view of the mesh, as gossiped presence: zone, services,
-load and whether the peer is draining before a power cut.
+load, whether the peer is draining before a power cut, and what the timetable in force
+says of its zone now (powered and until when, dark, unknown).
 
 Examples:
    bedwe peers
@@ -32,7 +33,7 @@ Examples:
 				return printJSON(peers)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PEER\tZONE\tSERVICES\tCPU%\tQUEUE\tSEEN\tSTATE")
+			fmt.Fprintln(tw, "PEER\tZONE\tSERVICES\tCPU%\tQUEUE\tSEEN\tSTATE\tPOWER")
 			for _, p := range peers {
 				svcs := append(append([]string{}, p.Services...), p.Patterns...)
 				list := strings.Join(svcs, ",")
@@ -50,7 +51,7 @@ Examples:
 				if !p.Self {
 					seen = time.Since(p.LastSeen).Round(100*time.Millisecond).String() + " ago"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, seen, state)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, seen, state, orDash(p.Power))
 			}
 			return tw.Flush()
 		}),

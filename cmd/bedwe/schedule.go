@@ -23,18 +23,23 @@ func scheduleCommand() *cli.Command { return newScheduleCommand(clockwork.NewRea
 func newScheduleCommand(clock clockwork.Clock) *cli.Command {
 	return &cli.Command{
 		Name:  "schedule",
-		Usage: "check, show and import load-shedding timetables",
+		Usage: "check, show, import and publish load-shedding timetables",
 		Description: "A bedwe schedule (format bedwe-schedule/1, see docs/schedule-format.md) says, per zone,\n" +
 			"when the power is cut. Nodes use it to avoid peers about to go dark and to hand off\n" +
 			"work before their own cut. Beyond known_until a zone is unknown, never powered.\n\n" +
 			"Examples:\n" +
 			"   bedwe schedule check examples/schedules/two-zone-rotation.yaml\n" +
 			"   bedwe schedule show examples/schedules/staged-city.yaml --zone north --from 2024-03-02T00:00 --hours 48\n" +
-			"   bedwe schedule import --from csv area.csv --zone north -o north.yaml",
+			"   bedwe schedule import --from csv area.csv --zone north -o north.yaml\n" +
+			"   bedwe schedule publish north.yaml            # sign with the local node's key, gossip to the mesh\n" +
+			"   bedwe schedule current --testnet /tmp/tn     # the timetable a node follows",
 		Subcommands: []*cli.Command{
 			scheduleCheckCommand(),
 			scheduleShowCommand(clock),
 			scheduleImportCommand(clock),
+			schedulePublishCommand(),
+			scheduleCurrentCommand(),
+			scheduleKeyCommand(),
 		},
 	}
 }

@@ -97,6 +97,9 @@ type ClientRequest struct {
 	FileName string `cbor:"4,keyasint,omitempty"`
 	// Input is the workflow input JSON for submit.
 	Input json.RawMessage `cbor:"5,keyasint,omitempty"`
+	// Schedule is a bedwe-schedule/1 document for publish-schedule
+	// (FileName names it in error messages).
+	Schedule []byte `cbor:"10,keyasint,omitempty"`
 }
 
 // ClientResponse answers a ClientRequest; exactly one payload is set.
@@ -105,6 +108,9 @@ type ClientResponse struct {
 	Status   *Status    `cbor:"2,keyasint,omitempty"`
 	Peers    []PeerInfo `cbor:"3,keyasint,omitempty"`
 	Statuses []Status   `cbor:"4,keyasint,omitempty"`
+	// Schedule answers OpSchedule, Published OpPublishSchedule.
+	Schedule  *ScheduleInfo  `cbor:"10,keyasint,omitempty"`
+	Published *PublishResult `cbor:"11,keyasint,omitempty"`
 }
 
 // Workflow states.
@@ -140,19 +146,24 @@ type Status struct {
 
 // PeerInfo is one peer's presence as a node sees it.
 type PeerInfo struct {
-	ID           string    `cbor:"1,keyasint" json:"id"`
-	Addrs        []string  `cbor:"2,keyasint,omitempty" json:"addrs,omitempty"`
-	Zone         string    `cbor:"3,keyasint,omitempty" json:"zone,omitempty"`
-	Services     []string  `cbor:"4,keyasint,omitempty" json:"services,omitempty"`
-	Patterns     []string  `cbor:"5,keyasint,omitempty" json:"patterns,omitempty"`
-	CPU          float64   `cbor:"6,keyasint" json:"cpu_percent"`
-	MemUsed      float64   `cbor:"7,keyasint" json:"mem_percent"`
-	Queue        int       `cbor:"8,keyasint" json:"queue"`
-	Draining     bool      `cbor:"9,keyasint,omitempty" json:"draining,omitempty"`
-	LastSeen     time.Time `cbor:"10,keyasint" json:"last_seen"`
-	Self         bool      `cbor:"11,keyasint,omitempty" json:"self,omitempty"`
-	Connected    bool      `cbor:"12,keyasint,omitempty" json:"connected,omitempty"`
+	ID        string    `cbor:"1,keyasint" json:"id"`
+	Addrs     []string  `cbor:"2,keyasint,omitempty" json:"addrs,omitempty"`
+	Zone      string    `cbor:"3,keyasint,omitempty" json:"zone,omitempty"`
+	Services  []string  `cbor:"4,keyasint,omitempty" json:"services,omitempty"`
+	Patterns  []string  `cbor:"5,keyasint,omitempty" json:"patterns,omitempty"`
+	CPU       float64   `cbor:"6,keyasint" json:"cpu_percent"`
+	MemUsed   float64   `cbor:"7,keyasint" json:"mem_percent"`
+	Queue     int       `cbor:"8,keyasint" json:"queue"`
+	Draining  bool      `cbor:"9,keyasint,omitempty" json:"draining,omitempty"`
+	LastSeen  time.Time `cbor:"10,keyasint" json:"last_seen"`
+	Self      bool      `cbor:"11,keyasint,omitempty" json:"self,omitempty"`
+	Connected bool      `cbor:"12,keyasint,omitempty" json:"connected,omitempty"`
+	// PoweredUntil is when the timetable says the peer's zone goes dark or
+	// out of the timetable's knowledge (timetable time; zero if unknown or
+	// dark now). Power says it in words: "powered", "dark", "unknown" or
+	// "no timetable".
 	PoweredUntil time.Time `cbor:"13,keyasint,omitempty" json:"powered_until,omitempty"`
+	Power        string    `cbor:"14,keyasint,omitempty" json:"power,omitempty"`
 }
 
 // NodeFile is written by a running node to DATA/node.json so that local
@@ -164,6 +175,10 @@ type NodeFile struct {
 	Network   string    `json:"network"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+	// PublicKey is the node's Ed25519 public key in base64: the key that
+	// signs the timetables it publishes (add it to other nodes' trusted
+	// keys to accept them).
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // PresenceFile is written by a running node to DATA/presence.json whenever
@@ -201,6 +216,12 @@ const (
 	GuardOriginDone = "origin-done" // the workflow finished (replica update)
 	// GuardOriginStatus asks a replica whether the workflow finished.
 	GuardOriginStatus = "origin-status"
+	// GuardHandback (from a holder draining before a power cut) asks a
+	// guardian to re-route Key at Attempt now rather than after the cut.
+	GuardHandback = "handback"
+	// GuardJoinHandover (from a join primary draining before a power cut)
+	// makes the replica the acting holder of the join in Record.
+	GuardJoinHandover = "join-handover"
 )
 
 // GuardMsg is one guardian request.

@@ -1,0 +1,233 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// logLines collects a node's log lines and lets a test wait for one.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{} // closed and replaced on every line
+}
+
+func newLogLines() *logLines { return &logLines{added: make(chan struct{})} }
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+	}
+	close(l.added)
+	l.added = make(chan struct{})
+	return len(p), nil
+}
+
+// find returns the first line containing every part, if any.
+func (l *logLines) find(parts ...string) (string, chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+next:
+	for _, line := range l.lines {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue next
+			}
+		}
+		return line, nil
+	}
+	return "", l.added
+}
+
+// waitFor waits until a line contains every part.
+func (l *logLines) waitFor(t *testing.T, parts ...string) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		line, added := l.find(parts...)
+		if added == nil {
+			return line
+		}
+		select {
+		case <-added:
+		case <-deadline:
+			t.Fatalf("no log line with %q", parts)
+		}
+	}
+}
+
+// startGuardian runs a node with fast heartbeats (suspects a silent holder
+// after about 0.5 s) and a generous 2 s confirmation, logging into lines.
+func startGuardian(t *testing.T, lines *logLines) api.NodeFile {
+	t.Helper()
+	dir := t.TempDir()
+	svc := filepath.Join(dir, "services.yaml")
+	if err := os.WriteFile(svc, []byte(echoServices), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultConfig()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.ServicesFile = svc
+	cfg.Network = "test-" + filepath.Base(dir)
+	cfg.MDNS = false
+	cfg.Zone = "z0"
+	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
+	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
+	cfg.Heartbeat.LateTimerTolerance = 200 * time.Millisecond
+	cfg.FirstBeatTimeout = 200 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan api.NodeFile, 1)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node run: %v", err)
+		}
+	})
+	select {
+	case nf := <-ready:
+		return nf
+	case err := <-done:
+		t.Fatalf("node stopped at start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node did not start within 30s")
+	}
+	return api.NodeFile{}
+}
+
+// fakeHolder is a raw host that asks the node to guard a pack it "holds",
+// never beats, and answers guard operations with reply.
+type fakeHolder struct {
+	h     host.Host
+	node  peer.ID
+	asked chan api.GuardMsg
+}
+
+func newFakeHolder(t *testing.T, nf api.NodeFile, reply api.GuardReply) *fakeHolder {
+	t.Helper()
+	h, id := rawHost(t, nf)
+	f := &fakeHolder{h: h, node: id, asked: make(chan api.GuardMsg, 16)}
+	rpc.Serve(h, api.ProtoGuard, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.GuardMsg
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+			return nil
+		}
+		f.asked <- m
+		return rpc.MustCBOR(reply)
+	})
+	return f
+}
+
+func (f *fakeHolder) ref() pack.Peer {
+	ref := pack.Peer{ID: f.h.ID().String(), Zone: "z1"}
+	for _, a := range f.h.Addrs() {
+		ref.Addrs = append(ref.Addrs, a.String())
+	}
+	return ref
+}
+
+func (f *fakeHolder) guard(t *testing.T, m api.GuardMsg) api.GuardReply {
+	t.Helper()
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(context.Background(), f.h, f.node, api.ProtoGuard, m, &rep, 10*time.Second); err != nil {
+		t.Fatalf("guard %s: %v", m.Op, err)
+	}
+	return rep
+}
+
+// A holder whose beats stop but which answers a ping is not suspected; the
+// guardian asks it about its copy and drops the copy when the holder says
+// it moved on (its release was lost), or keeps it and is re-added as a
+// watcher when the holder still holds the work.
+func TestGuardianReconcilesWithLiveHolder(t *testing.T) {
+	tests := []struct {
+		name     string
+		released bool
+	}{
+		{"holder moved on", true},
+		{"holder still holds it", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := newLogLines()
+			nf := startGuardian(t, lines)
+			f := newFakeHolder(t, nf, api.GuardReply{OK: true, Released: tc.released})
+			const key = "wf-test|1"
+			if rep := f.guard(t, api.GuardMsg{Op: api.GuardStore, Key: key, Attempt: 2, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+				t.Fatalf("store refused: %+v", rep)
+			}
+			lines.waitFor(t, "late beats but the holder answers a ping")
+			m := recvGuard(t, f.asked)
+			if m.Op != api.GuardAddWatcher || m.Key != key || m.Attempt != 2 || m.Watcher.ID != f.node.String() {
+				t.Fatalf("holder asked %+v, want add-watcher for %s attempt 2 by %s", m, key, f.node)
+			}
+			st := f.guard(t, api.GuardMsg{Op: api.GuardStatus, Key: key})
+			if tc.released {
+				lines.waitFor(t, "dropped guard copies of work the holder had moved on from", "dropped=1")
+				st = f.guard(t, api.GuardMsg{Op: api.GuardStatus, Key: key})
+				if !st.Known || !st.Released {
+					t.Errorf("status after the holder moved on = %+v, want released", st)
+				}
+			} else if !st.Known || st.Released || st.Holder.ID != f.h.ID().String() || st.Attempt != 2 {
+				t.Errorf("status = %+v, want the copy kept for holder %s at attempt 2", st, f.h.ID())
+			}
+			if line, _ := lines.find(`msg="peer suspected"`); line != "" {
+				t.Errorf("a live holder was suspected: %s", line)
+			}
+		})
+	}
+}
+
+// A FORK at the head of a guarded pack (the origin's first pack) is
+// re-routed by dispatching it from the guardian when its holder dies,
+// instead of crashing the guardian.
+func TestGuardianRedispatchesForkHeadedPack(t *testing.T) {
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	const key = "wf-test|submit"
+	if rep := f.guard(t, api.GuardMsg{Op: api.GuardStore, Key: key, Pack: packFor(t, "FORK(S1, S2) SYNC S3"), Holder: f.ref()}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	// The holder "loses power": its connections close, it never beats.
+	if err := f.h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines.waitFor(t, `msg="peer suspected"`, "guarded=1")
+	lines.waitFor(t, "msg=re-routing", "key="+key, "step=(dispatch)", "attempt=1")
+}
+
+func recvGuard(t *testing.T, ch <-chan api.GuardMsg) api.GuardMsg {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder was never asked anything")
+		panic("unreachable")
+	}
+}

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Drain, in one paragraph: when the timetable says this node's zone goes
+// dark within the outage view's DrainMargin (or is dark now, and the board
+// runs on a battery), the node drains. It announces itself as draining, so
+// peer choice everywhere passes it over, and refuses new packs. It hands
+// every join it is the acting primary of to a replica whose zone stays
+// powered (the replica is already among the holders every branch end
+// tries, so nothing in flight needs to learn a new address), and asks the
+// guardian of every step it holds that would not finish before the cut to
+// re-route it now (the guardian's ordinary re-route with attempt+1, so
+// fencing is unchanged). Steps that finish in time run to the end and are
+// forwarded to powered peers as usual. When power is back (Drain turns
+// false) the node announces it and accepts work again. With heartbeat
+// routing, or without a timetable, the node never drains.
+
+// kickDrain asks the drain loop to look at the timetable now.
+func (n *Node) kickDrain() {
+	select {
+	case n.drainKick <- struct{}{}:
+	default:
+	}
+}
+
+// drainPoll is how often the drain loop reads the timetable: a quarter of
+// the drain margin in real time, between 100 ms and 5 s.
+func (n *Node) drainPoll() time.Duration {
+	d := n.tt.clock.Real(n.tt.view.Config().DrainMargin) / 4
+	return min(max(d, 100*time.Millisecond), 5*time.Second)
+}
+
+// drainLoop starts and ends drains as the timetable says.
+func (n *Node) drainLoop(ctx context.Context) {
+	tick := time.NewTicker(n.drainPoll())
+	defer tick.Stop()
+	for {
+		n.checkDrain()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-n.drainKick:
+		}
+	}
+}
+
+// checkDrain starts or ends a drain when the timetable's answer changed.
+func (n *Node) checkDrain() {
+	drain, cutAt := false, time.Time{}
+	if n.cfg.Routing == RoutingTimetable {
+		drain, cutAt = n.tt.view.Drain(n.cfg.Zone)
+	}
+	if n.draining.Load() == drain {
+		return
+	}
+	n.draining.Store(drain)
+	n.pres.poke()
+	n.touchActivity()
+	if !drain {
+		n.log.Info("power is back by the timetable; accepting work again", "zone", n.cfg.Zone)
+		return
+	}
+	realCut := n.tt.clock.RealAt(cutAt)
+	n.log.Warn("draining before a power cut", "zone", n.cfg.Zone,
+		"cut_at", cutAt.Format(time.RFC3339), "in", time.Until(realCut).Round(time.Millisecond))
+	n.spawn(func(ctx context.Context) { n.drain(ctx, cutAt) })
+}
+
+// drain hands off what this node holds before the cut at cutAt (timetable
+// time).
+func (n *Node) drain(ctx context.Context, cutAt time.Time) {
+	n.handOverJoins(ctx)
+	n.handBackSteps(ctx, cutAt)
+}
+
+// handOverJoins gives every join this node acts for to a powered replica.
+func (n *Node) handOverJoins(ctx context.Context) {
+	n.mu.Lock()
+	var joins []*joinRecord
+	for _, j := range n.joins {
+		if !j.Replica && !j.Forwarded && len(j.Replicas) > 0 {
+			joins = append(joins, j)
+		}
+	}
+	n.mu.Unlock()
+	for _, j := range joins {
+		n.handOverJoin(ctx, j)
+	}
+}
+
+// handOverJoin sends j's current record to the first of its replicas that
+// is powered and takes it; this copy then stops acting.
+func (n *Node) handOverJoin(ctx context.Context, j *joinRecord) {
+	for _, r := range j.Replicas {
+		if vd := n.tt.view.CanRun(r.ID, 0); !vd.OK {
+			n.log.Info("join replica not powered; not handing over to it", "join", j.ID, "replica", rpc.ShortIDString(r.ID), "why", vd.Reason)
+			continue
+		}
+		n.mu.Lock()
+		if j.Forwarded || j.Moved {
+			n.mu.Unlock()
+			return
+		}
+		cp := *j
+		n.mu.Unlock()
+		cp.Replica, cp.Active, cp.Primary, cp.Replicas = true, true, n.self(), nil
+		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinHandover, Key: j.ID, Record: rpc.MustCBOR(&cp)})
+		if !rep.OK {
+			n.log.Info("join hand-over refused", "join", j.ID, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
+			continue
+		}
+		n.mu.Lock()
+		j.Moved, j.Replica, j.Active, j.Primary = true, true, false, r
+		if err := n.saveJoin(j); err != nil {
+			n.log.Error("journal join hand-over", "join", j.ID, "err", err)
+		}
+		n.mu.Unlock()
+		n.kickBeats()
+		n.touchActivity()
+		n.log.Info("join handed over before the cut", "join", j.ID, "workflow", j.WorkflowID, "to", rpc.ShortIDString(r.ID), "zone", r.Zone)
+		return
+	}
+}
+
+// joinHandoverOp makes this replica the acting holder of a join whose
+// primary drains before a power cut. The record it brings is the primary's
+// latest, so it replaces the replica's copy.
+func (n *Node) joinHandoverOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+	if n.draining.Load() {
+		return api.GuardReply{Error: "peer " + rpc.ShortID(n.host.ID()) + " is draining too"}
+	}
+	var j joinRecord
+	if err := rpc.Dec.Unmarshal(m.Record, &j); err != nil {
+		return api.GuardReply{Error: "bad join record: " + err.Error()}
+	}
+	if j.Results == nil {
+		j.Results = map[int]*branchResult{}
+	}
+	j.Replica, j.Active, j.Moved, j.Replicas = true, true, false, nil
+	n.mu.Lock()
+	if old, ok := n.joins[j.ID]; ok && old.Forwarded {
+		n.mu.Unlock()
+		return api.GuardReply{OK: true}
+	}
+	n.joins[j.ID] = &j
+	err := n.saveJoin(&j)
+	n.mu.Unlock()
+	if err != nil {
+		return api.GuardReply{Error: "journal: " + err.Error()}
+	}
+	n.unwatchIfIdle(from.String())
+	n.touchActivity()
+	n.log.Info("took over a join from a draining primary", "join", j.ID, "workflow", j.WorkflowID, "from", rpc.ShortID(from), "done", j.Done)
+	if j.Done && !j.Forwarded {
+		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, &j) })
+	}
+	return api.GuardReply{OK: true}
+}
+
+// handBackSteps asks the guardians of every step still running here that
+// would not end before the cut to re-route it now.
+func (n *Node) handBackSteps(ctx context.Context, cutAt time.Time) {
+	n.mu.Lock()
+	var items []*heldItem
+	for _, h := range n.held {
+		if h.state != nil && !h.state.Executed && !h.state.DispatchOnly && len(h.guardians) > 0 {
+			items = append(items, h)
+		}
+	}
+	n.mu.Unlock()
+	view := n.tt.view
+	now := view.Now()
+	for _, h := range items {
+		head, ok := h.state.Pack.Workflow.Steps[0].(*grammar.Service)
+		if !ok {
+			continue
+		}
+		expected := view.Expected(head.Name, n.tt.clock.Virtual(head.Expect()))
+		ran := n.tt.clock.Virtual(time.Since(h.recruited))
+		if now.Add(max(expected-ran, 0) + view.Config().Margin).Before(cutAt) {
+			continue // it ends in time and is forwarded as usual
+		}
+		n.handBack(ctx, h, head)
+	}
+}
+
+// handBack asks h's guardians, primary first, to re-route h now.
+func (n *Node) handBack(ctx context.Context, h *heldItem, head *grammar.Service) {
+	n.mu.Lock()
+	gs := append([]pack.Peer{}, h.guardians...)
+	n.mu.Unlock()
+	for _, g := range gs {
+		if g.ID == n.host.ID().String() {
+			continue
+		}
+		rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardHandback, Key: h.guardKey, Attempt: h.attempt})
+		if rep.OK {
+			n.log.Info("step handed back before the cut", "key", h.key, "step", head.Name, "guardian", rpc.ShortIDString(g.ID))
+			return
+		}
+		n.log.Info("hand-back refused", "key", h.key, "guardian", rpc.ShortIDString(g.ID), "err", rep.Error)
+	}
+}
+
+// handbackOp serves a holder's request to re-route a step before its cut.
+// The guardian re-routes as if the holder had gone silent (attempt+1, never
+// back to it); the re-route tells the holder it was superseded, which stops
+// the step there.
+func (n *Node) handbackOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+	n.mu.Lock()
+	e, ok := n.guards[m.Key]
+	valid := ok && e.Holder.ID == from.String() && e.Attempt == m.Attempt
+	n.mu.Unlock()
+	if !valid {
+		return api.GuardReply{Error: "no guard copy of " + m.Key + " held by that peer at that attempt"}
+	}
+	n.log.Info("holder hands a step back before a power cut", "key", m.Key, "holder", rpc.ShortID(from))
+	s := heartbeat.Suspicion{Key: from.String(), At: time.Now()}
+	n.spawn(func(ctx context.Context) { n.reroute(ctx, e, s) })
+	return api.GuardReply{OK: true}
+}
