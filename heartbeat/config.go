@@ -139,8 +139,8 @@ func DefaultMeshConfig() Config {
 // within 1.32 s, and the 1.45 s ceiling keeps the bound at 1.5 s however
 // jittery the history. Those bounds hold for a killed process, whose
 // connection the kernel resets so Confirm answers at once. A subject that
-// is still connected but silent (hung, or starved of CPU) gets a 1 s
-// confirmation on top: reported within 2.32 s if it is really stuck.
+// is still connected but silent (hung, or starved of CPU) gets a 2 s
+// confirmation on top: reported within 3.32 s if it is really stuck.
 func DefaultTestnetConfig() Config {
 	return Config{
 		Interval:           250 * time.Millisecond,
@@ -151,7 +151,7 @@ func DefaultTestnetConfig() Config {
 		MaxSamples:         100,
 		MaxSilence:         1450 * time.Millisecond,
 		LateTimerTolerance: 200 * time.Millisecond,
-		ConfirmTimeout:     time.Second,
+		ConfirmTimeout:     2 * time.Second,
 	}
 }
 

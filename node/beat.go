@@ -297,14 +297,14 @@ func (n *Node) releaseGuardians(ctx context.Context, h *heldItem) {
 }
 
 // confirmAlive is asked by the failure detector before it declares a
-// holder silent (see "Confirming a late holder" in the heartbeat package
+// holder silent (see "Confirming a late subject" in the heartbeat package
 // doc). In order:
 //
 //   - A holder whose connection is gone is not confirmed: a killed process's
 //     socket is reset by its kernel at once, so a true detection is not
 //     delayed by the confirmation.
 //   - A connected holder must answer a libp2p ping before the confirmation
-//     times out (Heartbeat.ConfirmTimeout: 1 s on the testnet, 2 s on a
+//     times out (Heartbeat.ConfirmTimeout: 2 s on the testnet and on a
 //     mesh). Connected but silent is what a holder starved of CPU looks
 //     like on a busy machine, so it gets a long chance; a hung or
 //     powered-off board (no reset) is still reported after

@@ -51,9 +51,13 @@ type joinRecord struct {
 	Active  bool      `cbor:"21,keyasint,omitempty"`
 	Primary pack.Peer `cbor:"22,keyasint,omitempty"`
 	// Moved marks a primary's copy handed over to Primary (a replica) when
-	// this peer drained before a power cut: it never acts again, and branch
-	// ends reaching it are refused so they go on to the new holder.
+	// this peer drained before a power cut, or taken over by it while this
+	// peer was down: it never acts again, and branch ends reaching it are
+	// refused so they go on to the new holder.
 	Moved bool `cbor:"23,keyasint,omitempty"`
+	// checking is set while a restarted primary asks its replicas whether
+	// one took over; branch ends are refused meanwhile.
+	checking bool
 }
 
 // acting reports whether this copy of the join decides and forwards.
@@ -187,10 +191,14 @@ func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []by
 	n.mu.Lock()
 	j, ok := n.joins[d.JoinID]
 	moved := ok && j.Moved
+	checking := ok && j.checking
 	takeOver := ok && j.Replica && !j.Active && !moved
 	n.mu.Unlock()
 	if moved {
-		return rpc.AckBytes(api.CodeDraining, fmt.Sprintf("peer %s handed join %s over to %s before a power cut", rpc.ShortID(n.host.ID()), d.JoinID, rpc.ShortIDString(j.Primary.ID)))
+		return rpc.AckBytes(api.CodeDraining, fmt.Sprintf("peer %s handed join %s over to %s", rpc.ShortID(n.host.ID()), d.JoinID, rpc.ShortIDString(j.Primary.ID)))
+	}
+	if checking {
+		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s restarted and is asking its replicas about join %s; try later", rpc.ShortID(n.host.ID()), d.JoinID))
 	}
 	if takeOver {
 		// A branch end could not reach the primary: this replica acts now.
@@ -207,9 +215,12 @@ func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []by
 func (n *Node) onDelivery(d api.Delivery) bool {
 	n.mu.Lock()
 	j, ok := n.joins[d.JoinID]
-	if !ok || j.Moved {
+	if !ok || j.Moved || j.checking {
 		n.mu.Unlock()
 		return false
+	}
+	if j.Results == nil {
+		j.Results = map[int]*branchResult{} // a record read back from the journal
 	}
 	if prev, seen := j.Results[d.Branch]; j.Done || (seen && prev.Attempt >= d.Attempt) {
 		n.mu.Unlock()

@@ -16,7 +16,8 @@
 //	origin.go    workflow records, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
 //	guard.go     guardians: copies of handed-off packs, re-routing, fencing
-//	beat.go      heartbeats from holders to guardians, release, recruitment
+//	beat.go      heartbeats from holders to guardians, release, recruitment,
+//	             confirming a late holder before accusing it
 //	activity.go  DATA/activity.json: what this peer is busy with
 //	state.go     what the journal stores and how it is resumed
 //	timetable.go the load-shedding timetable, the outage view, trusted keys

@@ -211,6 +211,9 @@ func (n *Node) resume(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("join %s: %w", key, err))
 			return nil
 		}
+		if j.Results == nil {
+			j.Results = map[int]*branchResult{} // an empty map is not stored
+		}
 		n.joins[key] = &j
 		return nil
 	})
@@ -309,12 +312,26 @@ func (n *Node) resume(ctx context.Context) error {
 		if j.Replica || j.Forwarded {
 			continue
 		}
+		if len(j.Replicas) > 0 {
+			// Until the replicas say whether one took over, branch ends
+			// are refused here (they go on to the replica, or come back).
+			n.mu.Lock()
+			j.checking = true
+			n.mu.Unlock()
+		}
 		n.spawn(func(ctx context.Context) {
+			defer func() {
+				n.mu.Lock()
+				j.checking = false
+				n.mu.Unlock()
+			}()
 			for _, r := range j.Replicas {
 				if rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: j.ID}); rep.Active {
-					n.log.Info("a replica took over this join while we were down", "join", j.ID)
+					n.log.Info("a replica took over this join while we were down", "join", j.ID, "replica", rpc.ShortIDString(r.ID))
 					n.mu.Lock()
-					j.Forwarded = true
+					// Like a hand-over: this copy never acts again, and
+					// branch ends reaching it go on to the replica.
+					j.Moved, j.Replica, j.Active, j.Primary = true, true, false, r
 					_ = n.saveJoin(j)
 					n.mu.Unlock()
 					return

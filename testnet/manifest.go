@@ -8,10 +8,20 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/bedwe/bedwe/schedule"
 )
 
 // ManifestFile is the name of the manifest inside a testnet directory.
 const ManifestFile = "manifest.json"
+
+// ScheduleFile is the name of the testnet's copy of its timetable, and
+// TrustedKeysFile that of the file listing every node's public key (passed
+// to every node as --trusted-keys).
+const (
+	ScheduleFile    = "schedule.yaml"
+	TrustedKeysFile = "trusted-keys"
+)
 
 // Manifest describes a running testnet: where each node keeps its data and
 // how to reach it. `bedwe testnet up` writes it; every client verb's
@@ -26,9 +36,19 @@ type Manifest struct {
 	// Profile is passed to every node as --profile.
 	Profile string `json:"profile,omitempty"`
 	// NoPeerWait is passed to every node as --no-peer-wait when set.
-	NoPeerWait string    `json:"no_peer_wait,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	Nodes      []Node    `json:"nodes"`
+	NoPeerWait string `json:"no_peer_wait,omitempty"`
+	// Schedule is the testnet's timetable (DIR/schedule.yaml), passed to
+	// every node as --schedule; empty: none.
+	Schedule string `json:"schedule,omitempty"`
+	// Clock is the shared virtual clock (START@EPOCHxSPEED), passed to
+	// every node as --clock; empty: real time.
+	Clock string `json:"clock,omitempty"`
+	// Routing is passed to every node as --routing when set.
+	Routing string `json:"routing,omitempty"`
+	// Keys is DIR/trusted-keys, passed to every node as --trusted-keys.
+	Keys      string    `json:"trusted_keys,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	Nodes     []Node    `json:"nodes"`
 }
 
 // Node is one testnet process.
@@ -43,6 +63,8 @@ type Node struct {
 	Log     string   `json:"log"`
 	// Services overrides the testnet's services file for this node.
 	Services string `json:"services,omitempty"`
+	// PublicKey is the node's Ed25519 public key (base64, from node.json).
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // LoadManifest reads DIR/manifest.json.
@@ -62,14 +84,21 @@ func LoadManifest(dir string) (*Manifest, error) {
 	return &m, nil
 }
 
-// saveMu serialises manifest writes (nodes restart concurrently).
-var saveMu sync.Mutex
+// saveMu serialises manifest writes (nodes restart concurrently), and
+// nodesMu guards the Node entries Restart updates while other restarts
+// read them or save the manifest.
+var (
+	saveMu  sync.Mutex
+	nodesMu sync.Mutex
+)
 
 // Save writes the manifest atomically.
 func (m *Manifest) Save() error {
 	saveMu.Lock()
 	defer saveMu.Unlock()
+	nodesMu.Lock()
 	data, err := json.MarshalIndent(m, "", "  ")
+	nodesMu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -86,6 +115,25 @@ func (m *Manifest) Save() error {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return os.Rename(tmp.Name(), filepath.Join(m.Dir, ManifestFile))
+}
+
+// VirtualClock is the testnet's shared timetable clock (the zero clock,
+// real time, when it has none).
+func (m *Manifest) VirtualClock() (schedule.VirtualClock, error) {
+	c, err := schedule.ParseVirtualClock(m.Clock)
+	if err != nil {
+		return c, fmt.Errorf("testnet manifest: %w", err)
+	}
+	return c, nil
+}
+
+// LoadSchedule reads the testnet's timetable; it fails when the testnet was
+// started without one.
+func (m *Manifest) LoadSchedule() (*schedule.Schedule, error) {
+	if m.Schedule == "" {
+		return nil, fmt.Errorf("the testnet in %s has no timetable (start it with `bedwe testnet up --schedule FILE`)", m.Dir)
+	}
+	return schedule.Load(m.Schedule)
 }
 
 // NodeStatus is a node of the manifest with whether its process runs.

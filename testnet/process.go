@@ -16,9 +16,10 @@ import (
 
 // nodeJSON is the part of DATA/node.json a testnet reads.
 type nodeJSON struct {
-	PeerID string   `json:"peer_id"`
-	Addrs  []string `json:"addrs"`
-	PID    int      `json:"pid"`
+	PeerID    string   `json:"peer_id"`
+	Addrs     []string `json:"addrs"`
+	PID       int      `json:"pid"`
+	PublicKey string   `json:"public_key"`
 }
 
 // presenceJSON is the part of DATA/presence.json a testnet reads.
@@ -47,6 +48,18 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 	}
 	if m.NoPeerWait != "" {
 		args = append(args, "--no-peer-wait", m.NoPeerWait)
+	}
+	if m.Schedule != "" {
+		args = append(args, "--schedule", m.Schedule)
+	}
+	if m.Clock != "" {
+		args = append(args, "--clock", m.Clock)
+	}
+	if m.Routing != "" {
+		args = append(args, "--routing", m.Routing)
+	}
+	if m.Keys != "" {
+		args = append(args, "--trusted-keys", m.Keys)
 	}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
@@ -95,7 +108,7 @@ func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) erro
 		}
 		var nj nodeJSON
 		if readJSON(filepath.Join(nd.DataDir, "node.json"), &nj) == nil && nj.PID == nd.PID {
-			nd.PeerID, nd.Addrs = nj.PeerID, nj.Addrs
+			nd.PeerID, nd.Addrs, nd.PublicKey = nj.PeerID, nj.Addrs, nj.PublicKey
 			return nil
 		}
 	}
@@ -174,14 +187,23 @@ func (m *Manifest) waitGone(nd *Node, limit time.Duration) error {
 
 // Restart starts node i again with the same data dir and listen address,
 // bootstrapping from the live nodes.
+//
+// Restarts of different nodes may run concurrently; the node keeps every
+// flag it was first started with (timetable, clock, routing, trusted keys).
 func (m *Manifest) Restart(ctx context.Context, i int) error {
-	nd := &m.Nodes[i]
-	if m.alive(nd) {
+	nodesMu.Lock()
+	nd := m.Nodes[i]
+	boot := m.bootstrapFor(i)
+	nodesMu.Unlock()
+	if m.alive(&nd) {
 		return fmt.Errorf("node %d is still running (pid %d)", i, nd.PID)
 	}
-	if err := m.start(ctx, nd, m.bootstrapFor(i)); err != nil {
+	if err := m.start(ctx, &nd, boot); err != nil {
 		return err
 	}
+	nodesMu.Lock()
+	m.Nodes[i] = nd
+	nodesMu.Unlock()
 	return m.Save()
 }
 

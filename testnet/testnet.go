@@ -9,10 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bedwe/bedwe/schedule"
 )
 
 // DefaultServices is the services file every testnet node gets unless told
@@ -58,7 +62,30 @@ type Options struct {
 	// NoPeerWait is how long a node waits for a provider of the next
 	// service before failing the workflow (0: the node's default).
 	NoPeerWait time.Duration
+	// Schedule is the path of a bedwe-schedule/1 timetable; Up copies it to
+	// DIR/schedule.yaml and starts every node with --schedule. Its zone
+	// names must be the testnet's zones: with ZoneNames empty, Up takes
+	// them from the timetable.
+	Schedule string
+	// Clock is the virtual timetable clock every node gets with --clock.
+	// A zero Epoch is set a couple of seconds ahead of the start; a zero
+	// Start reads the real time at the epoch (the clock then runs Speed
+	// times faster from now). The zero Clock (Speed 0 too) is real time:
+	// no --clock flag.
+	Clock schedule.VirtualClock
+	// Routing is passed to every node as --routing: "timetable" (the
+	// node's default) or "heartbeat" (ignore the timetable, for
+	// comparisons). Empty: the node's default.
+	Routing string
+	// ZoneNames name the zones (default z0, z1, ...; with a Schedule, the
+	// timetable's zones). Nodes are assigned round-robin. When set, Zones
+	// is len(ZoneNames).
+	ZoneNames []string
 }
+
+// clockLead is how far ahead of the first node's start Up puts a virtual
+// clock's epoch when the caller left it zero.
+const clockLead = 2 * time.Second
 
 func (o *Options) fill() error {
 	if o.Nodes < 1 {
@@ -67,11 +94,24 @@ func (o *Options) fill() error {
 	if o.Dir == "" {
 		return errors.New("a testnet needs a directory (--dir)")
 	}
-	if o.Zones < 1 {
-		o.Zones = 1
+	if err := o.fillZones(); err != nil {
+		return err
 	}
-	if o.Zones > o.Nodes {
-		o.Zones = o.Nodes
+	switch o.Routing {
+	case "", "timetable", "heartbeat":
+	default:
+		return fmt.Errorf("routing %q: use timetable or heartbeat", o.Routing)
+	}
+	if !o.Clock.IsZero() || o.Clock.Speed != 0 {
+		if o.Clock.Epoch.IsZero() {
+			o.Clock.Epoch = time.Now().Add(clockLead).Truncate(time.Millisecond)
+		}
+		if o.Clock.Start.IsZero() {
+			o.Clock.Start = o.Clock.Epoch
+		}
+		if err := o.Clock.Validate(); err != nil {
+			return err
+		}
 	}
 	if o.Binary == "" {
 		exe, err := os.Executable()
@@ -91,6 +131,63 @@ func (o *Options) fill() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// fillZones settles the zone names: ZoneNames, else the timetable's zones
+// (the first Zones of them when Zones is set), else z0, z1, ...; and checks
+// that every zone is one the timetable knows.
+func (o *Options) fillZones() error {
+	var sched *schedule.Schedule
+	if o.Schedule != "" {
+		s, err := schedule.Load(o.Schedule)
+		if err != nil {
+			return fmt.Errorf("testnet timetable: %w", err)
+		}
+		sched = s
+	}
+	switch {
+	case len(o.ZoneNames) > 0:
+		o.Zones = len(o.ZoneNames)
+	case sched != nil:
+		for _, z := range sched.Zones {
+			o.ZoneNames = append(o.ZoneNames, z.Name)
+		}
+		if len(o.ZoneNames) == 0 {
+			return fmt.Errorf("testnet timetable %s has no zones", o.Schedule)
+		}
+		if o.Zones > len(o.ZoneNames) {
+			return fmt.Errorf("testnet timetable %s names %d zones (%s), fewer than the %d asked for", o.Schedule, len(o.ZoneNames), strings.Join(o.ZoneNames, ", "), o.Zones)
+		}
+		if o.Zones > 0 {
+			o.ZoneNames = o.ZoneNames[:o.Zones]
+		}
+		o.Zones = len(o.ZoneNames)
+	}
+	if o.Zones < 1 {
+		o.Zones = 1
+	}
+	if o.Zones > o.Nodes {
+		o.Zones = o.Nodes
+	}
+	if len(o.ZoneNames) > o.Zones {
+		o.ZoneNames = o.ZoneNames[:o.Zones]
+	}
+	for z := len(o.ZoneNames); z < o.Zones; z++ {
+		o.ZoneNames = append(o.ZoneNames, "z"+strconv.Itoa(z))
+	}
+	seen := map[string]bool{}
+	for _, z := range o.ZoneNames {
+		if z == "" || seen[z] {
+			return fmt.Errorf("zone names must be distinct and not empty (got %q)", o.ZoneNames)
+		}
+		seen[z] = true
+		if sched != nil {
+			if _, err := sched.StateAt(z, sched.IssuedAt); err != nil {
+				return fmt.Errorf("zone %q is not in the timetable %s: the testnet's zones must be the timetable's", z, o.Schedule)
+			}
+		}
 	}
 	return nil
 }
@@ -119,6 +216,23 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	if err := os.WriteFile(services, []byte(opts.Services), 0o644); err != nil {
 		return nil, fmt.Errorf("write services file: %w", err)
 	}
+	var schedPath string
+	if opts.Schedule != "" {
+		data, err := os.ReadFile(opts.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("read testnet timetable: %w", err)
+		}
+		schedPath = filepath.Join(dir, ScheduleFile)
+		if err := os.WriteFile(schedPath, data, 0o644); err != nil {
+			return nil, fmt.Errorf("copy testnet timetable: %w", err)
+		}
+	}
+	// Nodes check --trusted-keys at start and re-read it when it changes:
+	// it starts empty and lists every node's key once all have started.
+	keysPath := filepath.Join(dir, TrustedKeysFile)
+	if err := os.WriteFile(keysPath, []byte(trustedKeysHeader), 0o644); err != nil {
+		return nil, fmt.Errorf("write trusted keys: %w", err)
+	}
 	binary, err := filepath.Abs(opts.Binary)
 	if err != nil {
 		return nil, err
@@ -132,6 +246,10 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		Services:  services,
 		Announce:  opts.Announce.String(),
 		StartedAt: time.Now().UTC(),
+		Schedule:  schedPath,
+		Clock:     opts.Clock.String(),
+		Routing:   opts.Routing,
+		Keys:      keysPath,
 	}
 	if opts.NoPeerWait > 0 {
 		m.NoPeerWait = opts.NoPeerWait.String()
@@ -140,9 +258,7 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	if m.Profile == "" {
 		m.Profile = "testnet"
 	}
-	for z := range opts.Zones {
-		m.Zones = append(m.Zones, "z"+strconv.Itoa(z))
-	}
+	m.Zones = slices.Clone(opts.ZoneNames)
 	for i := range opts.Nodes {
 		nd := filepath.Join(dir, "node-"+strconv.Itoa(i))
 		node := Node{
@@ -193,6 +309,9 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	if err := errors.Join(errs...); err != nil {
 		return fail(err)
 	}
+	if err := m.writeTrustedKeys(); err != nil {
+		return fail(err)
+	}
 	fmt.Fprintf(opts.Progress, "%d nodes started; waiting for the mesh to connect\n", len(m.Nodes))
 	if err := m.Save(); err != nil {
 		return fail(err)
@@ -202,6 +321,53 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	}
 	fmt.Fprintf(opts.Progress, "mesh connected: %d nodes in %d zones\n", len(m.Nodes), len(m.Zones))
 	return m, nil
+}
+
+// trustedKeysHeader starts DIR/trusted-keys.
+const trustedKeysHeader = "# Ed25519 public keys of this testnet's nodes (from node.json), one per line:\n" +
+	"# a timetable any of them signs (bedwe schedule publish) is accepted by all.\n"
+
+// writeTrustedKeys writes every node's public key to the trusted-keys file
+// (atomically: nodes re-read it when it changes).
+func (m *Manifest) writeTrustedKeys() error {
+	if m.Keys == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(trustedKeysHeader)
+	nodesMu.Lock()
+	for _, nd := range m.Nodes {
+		if nd.PublicKey != "" {
+			fmt.Fprintf(&b, "%s  # node %d, %s, zone %s\n", nd.PublicKey, nd.Index, nd.PeerID, nd.Zone)
+		}
+	}
+	nodesMu.Unlock()
+	if err := writeAtomic(m.Keys, []byte(b.String())); err != nil {
+		return fmt.Errorf("write trusted keys: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with data through a temporary file in its
+// directory.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // fixListen pins a node's listen address to the port it got, so a restart

@@ -15,12 +15,13 @@ import (
 
 func chaosFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "scenario", Usage: "one of " + strings.Join(testnet.Scenarios, ", ") + " (required)"},
+		&cli.StringFlag{Name: "scenario", Usage: "one of " + strings.Join(testnet.Scenarios, ", ") + ", or timetable (required)"},
 		&cli.IntFlag{Name: "workflows", Usage: "workflows to run through the faults", Value: 5},
 		&cli.IntFlag{Name: "step-ms", Usage: "duration of every sleep step (kills land inside steps)", Value: 600},
 		&cli.Uint64Flag{Name: "seed", Usage: "seed for victim choice (0: random)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for every workflow", Value: 3 * time.Minute},
 		&cli.DurationFlag{Name: "flap-for", Usage: "how long the flap scenario kills and restarts", Value: 15 * time.Second},
+		&cli.DurationFlag{Name: "for", Usage: "timetable scenario: how long to follow the timetable (0: until interrupted)"},
 		outputFlag(),
 	}
 }
@@ -43,14 +44,20 @@ Scenarios:
    zone         every node of one zone at once
    blackout     every node, then all restart
    flap         random kills and restarts for --flap-for
+   timetable    no workflows: kill each zone at its cuts and restart it at its restores,
+                following the testnet's timetable for --for (see 'bedwe testnet follow')
 
 Examples:
    bedwe testnet chaos run --nodes 8 --scenario zone --workflows 10 -o json
-   bedwe testnet chaos --dir /tmp/tn --scenario executor`,
+   bedwe testnet chaos --dir /tmp/tn --scenario executor
+   bedwe testnet chaos --dir /tmp/tt --scenario timetable --for 2m -o json`,
 		Flags: append(chaosFlags(), &cli.StringFlag{Name: "dir", Usage: "directory of a running testnet"}),
 		Action: func(c *cli.Context) error {
 			if c.String("dir") == "" {
 				return cli.Exit("chaos needs --dir of a running testnet, or use `bedwe testnet chaos run` to start one", 1)
+			}
+			if c.String("scenario") == "timetable" {
+				return runFollow(c)
 			}
 			m, err := testnet.LoadManifest(c.String("dir"))
 			if err != nil {
@@ -68,6 +75,9 @@ Examples:
 			Action: func(c *cli.Context) error {
 				if c.String("scenario") == "" {
 					return cli.Exit("--scenario is required: one of "+strings.Join(testnet.Scenarios, ", "), 1)
+				}
+				if c.String("scenario") == "timetable" {
+					return cli.Exit("the timetable scenario needs a testnet started with a timetable: `bedwe testnet up --schedule FILE --clock-speed X`, then `bedwe testnet chaos --dir DIR --scenario timetable`", 1)
 				}
 				dir, err := os.MkdirTemp("", "bedwe-chaos-")
 				if err != nil {

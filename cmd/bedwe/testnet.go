@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,16 +23,37 @@ each with its own data directory under DIR, zones assigned round-robin, and a se
 file of test builtins (fail*, flaky*, sleep*, and echo for every other name). Every
 client verb takes --testnet DIR to talk to it.
 
+With --schedule, every node gets the timetable (a copy in DIR/schedule.yaml) and the
+testnet's zones are the timetable's; --clock-speed runs a virtual clock shared by all
+nodes, so a day of load shedding plays in minutes; 'testnet follow' then kills and
+restarts each zone's processes at its cuts and restores. DIR/trusted-keys lists every
+node's public key and is given to every node, so a timetable any node publishes is
+accepted by all.
+
 Examples:
    bedwe testnet up --nodes 8 --zones 3 --dir /tmp/tn
    bedwe submit examples/fig2.bedwe --testnet /tmp/tn --wait
    bedwe testnet status --dir /tmp/tn -o json
-   bedwe testnet down --dir /tmp/tn`,
+   bedwe testnet down --dir /tmp/tn
+   bedwe testnet up --dir /tmp/tt --nodes 8 --schedule examples/schedules/two-zone-rotation.yaml --clock-speed 720
+   bedwe testnet follow --dir /tmp/tt --for 2m
+   bedwe testnet compare --nodes 16 --workflows 1000 --out docs/timetable`,
 		Subcommands: []*cli.Command{
 			chaosCommand(),
+			soakCommand(),
+			followCommand(),
+			compareCommand(),
 			{
 				Name:  "up",
 				Usage: "start a testnet and wait until its mesh is connected",
+				Description: `Starts --nodes real 'bedwe node' processes on 127.0.0.1 and waits until every node
+sees every other. Zones are assigned round-robin: z0, z1, ... (--zones), the names in
+--zone-names, or with --schedule the timetable's zones.
+
+Examples:
+   bedwe testnet up --nodes 8 --zones 3 --dir /tmp/tn
+   bedwe testnet up --dir /tmp/tt --schedule examples/schedules/two-zone-rotation.yaml --clock-speed 720
+   bedwe testnet up --dir /tmp/tt --schedule rot.yaml --clock-speed 360 --clock-start 2026-03-02T02:00:00+02:00 --routing heartbeat`,
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "nodes", Usage: "number of node processes", Value: 8},
 					&cli.IntFlag{Name: "zones", Usage: "number of load-shedding zones (round-robin)", Value: 2},
@@ -39,11 +61,36 @@ Examples:
 					&cli.StringFlag{Name: "services", Usage: "services file for every node (default: test builtins)"},
 					&cli.DurationFlag{Name: "announce", Usage: "presence interval", Value: time.Second},
 					&cli.StringFlag{Name: "profile", Usage: "node timing: testnet (250 ms beats, ~1.5 s detection) or mesh (1 s beats, ~5 s detection; for many nodes on few cores)", Value: "testnet"},
+					&cli.StringFlag{Name: "schedule", Usage: "timetable `FILE` (bedwe-schedule/1) for every node; the zones become the timetable's", TakesFile: true},
+					&cli.Float64Flag{Name: "clock-speed", Usage: "run a virtual timetable clock this many times faster than real time (360: an hour in 10 s); 0: real time"},
+					&cli.TimestampFlag{Name: "clock-start", Usage: "timetable instant the virtual clock reads as the nodes start (RFC 3339)", Layout: time.RFC3339, DefaultText: "now"},
+					&cli.StringFlag{Name: "routing", Usage: "timetable (pick peers powered for the step, drain before cuts) or heartbeat (ignore the timetable)", Value: "timetable"},
+					&cli.StringSliceFlag{Name: "zone-names", Usage: "zone `NAMES` (comma-separated or repeated) instead of z0, z1, ..."},
 				},
 				Action: func(c *cli.Context) error {
 					opts := testnet.Options{
-						Nodes: c.Int("nodes"), Zones: c.Int("zones"), Dir: c.String("dir"),
+						Nodes: c.Int("nodes"), Dir: c.String("dir"),
 						Announce: c.Duration("announce"), Progress: os.Stderr, Profile: c.String("profile"),
+						Schedule: c.String("schedule"), Routing: c.String("routing"),
+					}
+					if c.IsSet("zones") || opts.Schedule == "" {
+						opts.Zones = c.Int("zones")
+					}
+					for _, z := range c.StringSlice("zone-names") {
+						for _, n := range strings.Split(z, ",") {
+							if n = strings.TrimSpace(n); n != "" {
+								opts.ZoneNames = append(opts.ZoneNames, n)
+							}
+						}
+					}
+					if s := c.Float64("clock-speed"); s != 0 || c.IsSet("clock-start") {
+						if s < 0 {
+							return cli.Exit(fmt.Sprintf("--clock-speed %g must be positive", s), 1)
+						}
+						opts.Clock.Speed = s
+						if t := c.Timestamp("clock-start"); t != nil {
+							opts.Clock.Start = *t
+						}
 					}
 					if f := c.String("services"); f != "" {
 						b, err := os.ReadFile(f)
@@ -59,6 +106,9 @@ Examples:
 						return cli.Exit(err.Error(), 1)
 					}
 					fmt.Printf("testnet of %d nodes running in %s\n", len(m.Nodes), m.Dir)
+					if m.Clock != "" {
+						fmt.Printf("virtual clock %s\n", m.Clock)
+					}
 					return nil
 				},
 			},

@@ -19,14 +19,27 @@ type Series struct {
 	Lo, Hi []float64
 }
 
+// Band is a shaded range of x behind the series, e.g. a zone's power cut
+// on a time axis. Bands of the same Name share a colour and one legend
+// entry.
+type Band struct {
+	Name     string
+	From, To float64
+}
+
 // Plot is a line plot with linear axes starting at zero, in the style of
 // the paper's Figs. 9-11: x is the workflow size, y the completion time.
 type Plot struct {
 	Title, XLabel, YLabel string
 	Series                []Series
+	// Bands are shaded behind the series (clipped to the x axis).
+	Bands []Band
 	// Width and Height are the SVG size in pixels (0: 640×400).
 	Width, Height int
 }
+
+// bandPalette holds light tints for Bands.
+var bandPalette = []string{"#9e9e9e", "#e0b36b", "#8fb8de", "#b5d6a7"}
 
 // palette is colour-blind safe (Okabe-Ito).
 var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"}
@@ -83,6 +96,7 @@ func (p Plot) WriteSVG(w io.Writer) error {
 		f(`<text x="%g" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py(y)+4, fmtTick(y))
 	}
 	f("</g>\n")
+	p.writeBands(f, px, top, ph, left+pw)
 	f(`<text class="xlabel" x="%g" y="%d" text-anchor="middle">%s</text>`+"\n", left+pw/2, H-12, html.EscapeString(p.XLabel))
 	f(`<text class="ylabel" x="16" y="%g" text-anchor="middle" transform="rotate(-90 16 %g)">%s</text>`+"\n", top+ph/2, top+ph/2, html.EscapeString(p.YLabel))
 	// Series.
@@ -111,6 +125,42 @@ func (p Plot) WriteSVG(w io.Writer) error {
 	}
 	f("</svg>\n")
 	return b.Flush()
+}
+
+// writeBands shades every band between the axes, one colour per band name,
+// with a legend entry per name below those of the series.
+func (p Plot) writeBands(f func(string, ...any), px func(float64) float64, top, ph, xend float64) {
+	if len(p.Bands) == 0 {
+		return
+	}
+	var names []string
+	f(`<g class="bands" stroke="none">` + "\n")
+	for _, bd := range p.Bands {
+		k := -1
+		for i, n := range names {
+			if n == bd.Name {
+				k = i
+			}
+		}
+		if k < 0 {
+			names = append(names, bd.Name)
+			k = len(names) - 1
+		}
+		x0, x1 := math.Max(px(bd.From), px(0)), math.Min(px(bd.To), xend)
+		if x1 <= x0 {
+			continue
+		}
+		f(`<rect x="%.1f" y="%g" width="%.1f" height="%g" fill="%s" fill-opacity="0.25"><title>%s</title></rect>`+"\n",
+			x0, top, x1-x0, ph, bandPalette[k%len(bandPalette)], html.EscapeString(bd.Name))
+	}
+	// Legend entries below the series' entries.
+	left := px(0)
+	for k, n := range names {
+		ly := top + 8 + float64(len(p.Series)+k)*18
+		f(`<rect x="%g" y="%g" width="24" height="10" fill="%s" fill-opacity="0.4"/>`+"\n", left+12, ly-5, bandPalette[k%len(bandPalette)])
+		f(`<text x="%g" y="%g" fill="#000">%s</text>`+"\n", left+42, ly+4, html.EscapeString(n))
+	}
+	f("</g>\n")
 }
 
 // niceAxis returns a tick step of 1, 2 or 5 × 10^k giving about five ticks

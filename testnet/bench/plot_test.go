@@ -117,3 +117,34 @@ func TestNiceAxis(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestPlotBands checks that bands are shaded inside the axes, one legend
+// entry per band name.
+func TestPlotBands(t *testing.T) {
+	p := Plot{Title: "t", XLabel: "x", YLabel: "y",
+		Series: []Series{{Name: "a", X: []float64{0, 10}, Y: []float64{0, 5}}},
+		Bands:  []Band{{Name: "north dark", From: 2, To: 4}, {Name: "south dark", From: 5, To: 7}, {Name: "north dark", From: 8, To: 20}},
+	}
+	var b bytes.Buffer
+	if err := p.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	els, texts := svgElements(t, b.Bytes())
+	shaded := 0
+	for _, r := range els["rect"] {
+		if attr(r, "fill-opacity") == "0.25" {
+			shaded++
+		}
+	}
+	if shaded != 3 {
+		t.Errorf("%d shaded bands, want 3", shaded)
+	}
+	legend := map[string]int{}
+	for _, s := range texts {
+		legend[s]++
+	}
+	// Each name appears once in the legend and once per band as a <title>.
+	if legend["north dark"] != 3 || legend["south dark"] != 2 {
+		t.Errorf("legend texts %v", legend)
+	}
+}
