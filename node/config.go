@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/outage"
 	"github.com/bedwe/bedwe/schedule"
@@ -115,6 +116,10 @@ type Config struct {
 	// outage.DefaultConfig, or outage.TestnetConfig(speed) with the testnet
 	// profile.
 	Outage outage.Config
+	// Breaker tunes the per-peer circuit breakers peer choice consults
+	// (consecutive failed hand-offs open a peer's breaker; see package
+	// breaker). Zero: breaker.DefaultConfig.
+	Breaker breaker.Config
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -152,6 +157,7 @@ func TestnetConfig() Config {
 	c.SuspectMemory = 10 * time.Second
 	c.RestartGrace = 8 * time.Second
 	c.Outage = outage.TestnetConfig(1)
+	c.Breaker = breaker.Config{Failures: 3, OpenFor: 2 * time.Second, MaxOpenFor: 30 * time.Second}
 	return c
 }
 

@@ -360,6 +360,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				if len(refusals) > 0 {
 					why += " (" + strings.Join(refusals, "; ") + ")"
 				}
+				if skipped := n.passedOver(head.Name); len(skipped) > 0 {
+					why += "; passed over: " + strings.Join(skipped, ", ")
+				}
 				return "", fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
 			}
 			// Wait for a peer to appear, or retry those that refused.
@@ -393,22 +396,33 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		if err != nil {
 			return "", fmt.Errorf("encode pack: %w", err)
 		}
+		done, err := n.breakers.Begin(target.String())
+		if err != nil {
+			exclude[target] = true
+			refusals = append(refusals, err.Error())
+			continue
+		}
 		raw, err := rpc.Call(ctx, n.host, target, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
+		var ack api.Ack
 		if err == nil {
-			var ack api.Ack
-			if err = rpc.Dec.Unmarshal(raw, &ack); err == nil {
-				if ack.OK {
-					n.tt.view.Alive(target.String())
-					return target, nil
-				}
-				if ack.Code == api.CodeCancelled {
-					return "", errCancelled
-				}
-				if ack.Code == api.CodeBadPack {
-					return "", fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
-				}
-				err = errors.New(ack.Error)
+			err = rpc.Dec.Unmarshal(raw, &ack)
+		}
+		// A refusal that shows the peer works (draining, not offering the
+		// service, a cancelled workflow, a pack it rejects) is not the
+		// peer's failure; transport errors and internal errors are.
+		done(err == nil && (ack.OK || ack.Code != api.CodeInternal))
+		if err == nil {
+			if ack.OK {
+				n.tt.view.Alive(target.String())
+				return target, nil
 			}
+			if ack.Code == api.CodeCancelled {
+				return "", errCancelled
+			}
+			if ack.Code == api.CodeBadPack {
+				return "", fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
+			}
+			err = errors.New(ack.Error)
 		}
 		n.log.Info("hand-off refused or failed; trying another peer", "step", head.Name, "peer", rpc.ShortID(target), "err", err)
 		refusals = append(refusals, fmt.Sprintf("%s: %v", rpc.ShortID(target), err))

@@ -282,6 +282,7 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 		"guarded", len(entries), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
 	n.pres.forgetID(s.Key)
 	n.tt.view.Suspect(s.Key)
+	n.breakers.Failure(s.Key)
 	for _, e := range entries {
 		n.spawn(func(ctx context.Context) { n.holderLost(ctx, e, s) })
 	}

@@ -42,6 +42,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
@@ -89,6 +90,8 @@ type Node struct {
 
 	// tt is the load-shedding timetable and the outage view.
 	tt *timetable
+	// breakers are the per-peer circuit breakers peer choice consults.
+	breakers *breaker.Set
 	// drainKick asks the drain loop to look at the timetable now.
 	drainKick chan struct{}
 	// sp gossips, serves and fetches signed timetables (publish.go).
@@ -142,6 +145,7 @@ func New(cfg Config) (*Node, error) {
 		cancelled:       map[string]time.Time{},
 		returned:        make(chan struct{}),
 		drainKick:       make(chan struct{}, 1),
+		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
 	}, nil
 }

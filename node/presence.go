@@ -144,6 +144,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		// A new run of the peer (it booted after a cut) is alive whatever
 		// heartbeat said of its previous run.
 		p.n.tt.view.Alive(id.String())
+		p.n.breakers.Forget(id.String())
 		p.n.log.Debug("peer present", "peer", rpc.ShortID(id), "zone", a.Zone)
 		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
@@ -301,6 +302,7 @@ func (p *presence) infos() []api.PeerInfo {
 	}
 	for i := range rest {
 		p.n.describePower(&rest[i])
+		rest[i].Breaker = string(p.n.breakers.State(rest[i].ID))
 	}
 	sort.Slice(rest, func(i, j int) bool {
 		if rest[i].Zone != rest[j].Zone {

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/outage"
 )
 
@@ -21,7 +22,7 @@ type candidate struct {
 // pick chooses the peer to run service name, declared to take about
 // declared (its expect= attribute; 0 if none). A candidate must offer the
 // service, be in the live view (or be this peer), not be draining, and not be
-// excluded. With timetable routing it must also be powered, by the
+// excluded, and its circuit breaker must not be open. With timetable routing it must also be powered, by the
 // timetable, for the step's expected time plus a margin (outage.View.Rank:
 // the learned or declared run time; peers the timetable only "does not
 // know" about are used when no peer is known to be powered). Among those it
@@ -34,6 +35,9 @@ func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer
 	consider := func(id peer.ID, a announcement) {
 		if exclude[id] || a.Draining || !a.offers(name) {
 			return
+		}
+		if id != n.host.ID() && !n.breakers.Allowed(id.String()) {
+			return // its circuit breaker is open: recent hand-offs failed
 		}
 		score := rand.Float64() * 0.5 // spread
 		if avoid[id] {
@@ -113,4 +117,16 @@ func (n *Node) powered(name string, declared time.Duration, cands []candidate) [
 func (n *Node) hasProvider(name string, declared time.Duration) bool {
 	_, ok := n.pick(name, declared, nil, nil)
 	return ok
+}
+
+// passedOver names the live peers offering name that peer choice skips
+// because their circuit breaker is open, for error messages.
+func (n *Node) passedOver(name string) []string {
+	var out []string
+	for id, a := range n.pres.live() {
+		if a.offers(name) && !n.breakers.Allowed(id.String()) {
+			out = append(out, rpc.ShortID(id)+" (circuit breaker open after failed hand-offs)")
+		}
+	}
+	return out
 }

@@ -46,6 +46,8 @@ Examples:
 					state = "self"
 				case p.Draining:
 					state = "draining"
+				case p.Breaker == "open" || p.Breaker == "half-open":
+					state = "breaker " + p.Breaker
 				}
 				seen := "-"
 				if !p.Self {

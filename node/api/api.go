@@ -164,6 +164,10 @@ type PeerInfo struct {
 	// "no timetable".
 	PoweredUntil time.Time `cbor:"13,keyasint,omitempty" json:"powered_until,omitempty"`
 	Power        string    `cbor:"14,keyasint,omitempty" json:"power,omitempty"`
+	// Breaker is the state of this node's circuit breaker for the peer:
+	// closed, open (recent hand-offs failed: peer choice passes it over)
+	// or half-open (one probe allowed).
+	Breaker string `cbor:"15,keyasint,omitempty" json:"breaker,omitempty"`
 }
 
 // NodeFile is written by a running node to DATA/node.json so that local
