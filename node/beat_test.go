@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -77,46 +75,14 @@ func (l *logLines) waitFor(t *testing.T, parts ...string) string {
 // after about 0.5 s) and a generous 2 s confirmation, logging into lines.
 func startGuardian(t *testing.T, lines *logLines) api.NodeFile {
 	t.Helper()
-	dir := t.TempDir()
-	svc := filepath.Join(dir, "services.yaml")
-	if err := os.WriteFile(svc, []byte(echoServices), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.DefaultConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.ServicesFile = svc
-	cfg.Network = "test-" + filepath.Base(dir)
-	cfg.MDNS = false
-	cfg.Zone = "z0"
+	cfg := testConfig(t, node.DefaultConfig(), echoServices)
 	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
 	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
 	cfg.Heartbeat.LateTimerTolerance = 200 * time.Millisecond
 	cfg.FirstBeatTimeout = 200 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan api.NodeFile, 1)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node run: %v", err)
-		}
-	})
-	select {
-	case nf := <-ready:
-		return nf
-	case err := <-done:
-		t.Fatalf("node stopped at start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not start within 30s")
-	}
-	return api.NodeFile{}
+	nf, _ := runNode(t, cfg)
+	return nf
 }
 
 // fakeHolder is a raw host that asks the node to guard a pack it "holds",

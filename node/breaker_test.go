@@ -2,11 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,49 +14,15 @@ import (
 
 // startBreakerNode runs a node that keeps peers in its view for a minute
 // after their last announcement and waits at most 3 s for a provider.
-func startBreakerNode(t *testing.T, network, services string, bootstrap []string) (api.NodeFile, context.CancelFunc) {
+func startBreakerNode(t *testing.T, network, services string, bootstrap []string) (api.NodeFile, func()) {
 	t.Helper()
-	dir := t.TempDir()
-	svc := filepath.Join(dir, "services.yaml")
-	if err := os.WriteFile(svc, []byte(services), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.TestnetConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.ServicesFile = svc
+	cfg := testConfig(t, node.TestnetConfig(), services)
 	cfg.Network = network
 	cfg.Bootstrap = bootstrap
 	cfg.PresenceTTL = time.Minute
 	cfg.NoPeerWait = 3 * time.Second
 	cfg.Breaker = breaker.Config{Failures: 3, OpenFor: time.Minute, MaxOpenFor: time.Minute}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan api.NodeFile, 1)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case nf := <-ready:
-		return nf, stop
-	case err := <-done:
-		t.Fatalf("node stopped at start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not start within 30s")
-	}
-	return api.NodeFile{}, nil
+	return runNode(t, cfg)
 }
 
 // TestBreakerOpensOnFailedHandoffs: the only provider of a service stops
@@ -82,17 +43,7 @@ func TestBreakerOpensOnFailedHandoffs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	run := func() api.Status {
-		st, err := cl.Submit(ctx, "b.bedwe", "start only", json.RawMessage(`{}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		final, err := cl.Wait(ctx, st.ID, 100*time.Millisecond, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return final
-	}
+	run := func() api.Status { return runWorkflow(t, entry.Addrs[0], "start only") }
 	// The first workflow keeps retrying the listed provider until its wait
 	// runs out: three failures open the breaker.
 	if st := run(); st.State != api.StateFailed {

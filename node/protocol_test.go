@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,12 +33,21 @@ func startNode(t *testing.T, services string) api.NodeFile { return startNodeB(t
 // startNodeB is startNode for tests and benchmarks.
 func startNodeB(t testing.TB, services string) api.NodeFile {
 	t.Helper()
+	nf, _ := runNode(t, testConfig(t, node.DefaultConfig(), services))
+	return nf
+}
+
+// testConfig is base set up for a loopback test node: its own data
+// directory and services file, a network of its own, zone z0, no mDNS and
+// a silent logger. Callers adjust the rest.
+func testConfig(t testing.TB, base node.Config, services string) node.Config {
+	t.Helper()
 	dir := t.TempDir()
 	svc := filepath.Join(dir, "services.yaml")
 	if err := os.WriteFile(svc, []byte(services), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.DefaultConfig()
+	cfg := base
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.ServicesFile = svc
@@ -45,6 +55,14 @@ func startNodeB(t testing.TB, services string) api.NodeFile {
 	cfg.MDNS = false
 	cfg.Zone = "z0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+// runNode runs a node with cfg in this process and returns its node file
+// once it listens, and a stop function (idempotent; also run at cleanup)
+// that shuts the node down and reports a failed run.
+func runNode(t testing.TB, cfg node.Config) (api.NodeFile, func()) {
+	t.Helper()
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -53,21 +71,25 @@ func startNodeB(t testing.TB, services string) api.NodeFile {
 	ready := make(chan api.NodeFile, 1)
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("node run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case nf := <-ready:
-		return nf
+		return nf, stop
 	case err := <-done:
 		t.Fatalf("node stopped at start: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("node did not start within 30s")
 	}
-	return api.NodeFile{}
+	return api.NodeFile{}, stop
 }
 
 // rawHost is a plain libp2p host connected to the node, speaking the wire

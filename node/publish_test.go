@@ -95,35 +95,17 @@ func (p *pubNode) start() {
 	p.rec = &logRec{}
 	cfg := p.cfg
 	cfg.Logger = slog.New(recHandler{p.rec})
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan api.NodeFile, 1)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
-	var once sync.Once
+	nf, stopNode := runNode(t, cfg)
+	p.nf = nf
 	p.stop = func() {
-		once.Do(func() {
-			if p.cl != nil {
-				p.cl.Close()
-				p.cl = nil
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("node %s: %v", p.name, err)
-			}
-		})
+		if p.cl != nil {
+			p.cl.Close()
+			p.cl = nil
+		}
+		stopNode()
 	}
 	t.Cleanup(p.stop)
-	select {
-	case p.nf = <-ready:
-	case err := <-done:
-		t.Fatalf("node %s stopped at start: %v", p.name, err)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("node %s did not start within 30s", p.name)
-	}
+	var err error
 	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer dcancel()
 	if p.cl, err = client.Dial(dctx, p.nf.Addrs...); err != nil {

@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,19 +52,11 @@ type ttNode struct {
 // drain lead time.
 func startTimetableNode(t *testing.T, network string, clock schedule.VirtualClock, routing node.Routing, spec ttNode) (api.NodeFile, string) {
 	t.Helper()
-	dir := t.TempDir()
-	svc := filepath.Join(dir, "services.yaml")
-	sched := filepath.Join(dir, "schedule.yaml")
-	if err := os.WriteFile(svc, []byte(spec.services), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, node.TestnetConfig(), spec.services)
+	sched := filepath.Join(filepath.Dir(cfg.DataDir), "schedule.yaml")
 	if err := os.WriteFile(sched, []byte(eastWestTimetable), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.TestnetConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.ServicesFile = svc
 	cfg.Network = network
 	cfg.Zone = spec.zone
 	cfg.Bootstrap = spec.bootstrap
@@ -77,30 +67,8 @@ func startTimetableNode(t *testing.T, network string, clock schedule.VirtualCloc
 	oc := outage.TestnetConfig(1)
 	oc.Margin, oc.DrainMargin, oc.DefaultExpected = time.Minute, 2*time.Minute, 5*time.Second
 	cfg.Outage = oc
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan api.NodeFile, 1)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, func(nf api.NodeFile) { ready <- nf }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node run: %v", err)
-		}
-	})
-	select {
-	case nf := <-ready:
-		return nf, cfg.DataDir
-	case err := <-done:
-		t.Fatalf("node stopped at start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not start within 30s")
-	}
-	return api.NodeFile{}, ""
+	nf, _ := runNode(t, cfg)
+	return nf, cfg.DataDir
 }
 
 // startEastWest starts west (the entry), east and a second west node, and

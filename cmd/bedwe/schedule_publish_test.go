@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/urfave/cli/v2"
 
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
@@ -26,27 +23,7 @@ import (
 // returns stdout, stderr and the exit code.
 func runSchedulePub(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	app := &cli.App{
-		Name:            "bedwe",
-		Reader:          strings.NewReader(stdin),
-		Writer:          &out,
-		ErrWriter:       &errOut,
-		Commands:        []*cli.Command{newScheduleCommand(clockwork.NewRealClock())},
-		ExitErrHandler:  func(*cli.Context, error) {},
-		HideHelpCommand: true,
-	}
-	err := app.Run(append([]string{"bedwe", "schedule"}, args...))
-	code := 0
-	if err != nil {
-		code = 1
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			code = ec.ExitCode()
-		}
-		errOut.WriteString(err.Error())
-	}
-	return out.String(), errOut.String(), code
+	return runScheduleIn(t, clockwork.NewRealClock(), stdin, args...)
 }
 
 // startScheduleNode runs a node in process whose data directory is

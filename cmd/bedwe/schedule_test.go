@@ -28,9 +28,16 @@ const (
 // and returns stdout, stderr and the exit code.
 func runSchedule(t *testing.T, clock clockwork.Clock, args ...string) (string, string, int) {
 	t.Helper()
+	return runScheduleIn(t, clock, "", args...)
+}
+
+// runScheduleIn is runSchedule with stdin.
+func runScheduleIn(t *testing.T, clock clockwork.Clock, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	app := &cli.App{
 		Name:            "bedwe",
+		Reader:          strings.NewReader(stdin),
 		Writer:          &out,
 		ErrWriter:       &errOut,
 		Commands:        []*cli.Command{newScheduleCommand(clock)},
