@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/grammar"
@@ -147,14 +149,14 @@ func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
 // whose zone goes dark within that time only when there is nobody else.
 func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID, bool) {
 	var best peer.ID
-	bestScore := -1
+	bestScore := -1.0
 	tt := n.timetableRouting()
 	horizon := n.tt.view.Config().DefaultExpected
 	for id, a := range n.pres.live() {
-		if exclude[id] || a.Draining || n.suspected(id) {
+		if exclude[id] || a.Draining || n.suspected(id) || !n.breakers.Allowed(id.String()) {
 			continue
 		}
-		score := 1
+		score := 1.0
 		if a.Zone != avoidZone {
 			score += 4
 		}
@@ -169,7 +171,14 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 				score = 0
 			}
 		}
-		if score > bestScore || (score == bestScore && id < best) {
+		// An open connection saves a dial; among equals, chance spreads
+		// the guarding (a fixed tie-break made every node of a zone pile
+		// its copies and replicas on the same peer).
+		if n.host.Network().Connectedness(id) == network.Connected {
+			score += 0.5
+		}
+		score += rand.Float64() * 0.4
+		if score > bestScore {
 			best, bestScore = id, score
 		}
 	}
