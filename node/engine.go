@@ -291,7 +291,10 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 // dispatch peels the residual p.Workflow and moves it on: a service head is
 // handed to a chosen peer; a FORK, FIRST or FAILOVER head starts a join here.
 func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
-	head, rest, err := grammar.Peel(p.Workflow, n.selector(p))
+	head, rest, err := n.peelWaiting(ctx, p)
+	if errors.Is(err, errCancelled) || ctx.Err() != nil {
+		return
+	}
 	if err != nil {
 		msg := fmt.Sprintf("workflow %s: %v", p.WorkflowID, err)
 		if ferr := n.finishBranch(ctx, p, false, msg); ferr != nil {
@@ -437,6 +440,35 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	}
 }
 
+// errNoArmProvider: no arm of an unguarded CHOICE can be run now.
+var errNoArmProvider = errors.New("no arm of the CHOICE has a provider")
+
+// peelWaiting peels p's residual; when an unguarded CHOICE finds no arm a
+// live (and, with the timetable, powered) peer can run, it waits for a
+// peer to appear, up to NoPeerWait, as a hand-off does: a zone coming back
+// from a cut takes a moment to announce itself.
+func (n *Node) peelWaiting(ctx context.Context, p *pack.Pack) (grammar.Head, *grammar.Workflow, error) {
+	deadline := time.Now().Add(n.cfg.NoPeerWait)
+	for {
+		n.mu.Lock()
+		wake := n.returned
+		n.mu.Unlock()
+		head, rest, err := grammar.Peel(p.Workflow, n.selector(p))
+		if !errors.Is(err, errNoArmProvider) || time.Now().After(deadline) {
+			return head, rest, err
+		}
+		if n.isCancelled(p) {
+			return head, rest, errCancelled
+		}
+		select {
+		case <-ctx.Done():
+			return head, rest, ctx.Err()
+		case <-wake:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // selector decides CHOICE arms for p: guarded choices evaluate their guards
 // over the input and outputs so far; unguarded ones take the first arm whose
 // first service has a live provider.
@@ -485,7 +517,7 @@ func (n *Node) selector(p *pack.Pack) grammar.Selector {
 		if n.timetableRouting() {
 			why = "a live provider powered long enough"
 		}
-		return 0, fmt.Errorf("no arm of the CHOICE has %s for its first service (%s)", why, strings.Join(heads, ", "))
+		return 0, fmt.Errorf("%w: none has %s for its first service (%s) after waiting %s", errNoArmProvider, why, strings.Join(heads, ", "), n.cfg.NoPeerWait)
 	}
 }
 
