@@ -39,10 +39,13 @@
 //     Suspect(peerID); on a successful hand-off to a peer, Alive(peerID).
 //   - Peer choice: expected := Expected(service, declared expect=); then
 //     Rank(candidates, self, expected) over the peers offering the service
-//     whose circuit breaker is closed, and take the first (FORK branches
-//     take distinct ones in order). Unguarded CHOICE takes the first arm
-//     whose head service gets a non-empty Rank. CanRun explains a refusal
-//     for logs and `bedwe` status output.
+//     whose circuit breaker is closed. The node (node/router.go) keeps only
+//     the peers Rank returns and weighs their verdicts into its own score
+//     (not Known: last; more spare powered time: better) next to what only
+//     it knows (FORK siblings on distinct peers, open connections, itself
+//     last). Unguarded CHOICE takes the first arm whose head service has a
+//     candidate left. CanRun judges single peers (guardians, join replicas
+//     before a hand-over).
 //   - After a step succeeds: Learn(service, took).
 //   - Drain: poll Drain(selfZone) (or set a timer at DrainAt); while it is
 //     true, announce draining, refuse new packs, and hand off join records
