@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/internal/atomicfile"
 )
 
 // Activity is what DATA/activity.json says a peer is doing: the work it
@@ -78,7 +79,7 @@ func (n *Node) activityLoop(ctx context.Context) {
 			time.Sleep(50 * time.Millisecond) // coalesce bursts
 		}
 		data, _ := json.MarshalIndent(n.activity(), "", "  ")
-		_ = writeFileAtomic(path, data, 0o644)
+		_ = atomicfile.Write(path, data, 0o644)
 	}
 }
 

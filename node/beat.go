@@ -10,7 +10,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
-	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -500,31 +499,4 @@ func (n *Node) dropGuardIf(key, holder string, attempt int) bool {
 	n.mu.Unlock()
 	n.unwatchIfIdle(holder)
 	return true
-}
-
-// redispatch re-routes a guarded pack whose head is not a service: only
-// the origin's first pack, held before its first hand-off, can start with
-// a FORK, FIRST, FAILOVER or CHOICE. There is no step to hand to another
-// peer, so this guardian (the origin's replica) claims the copy and
-// dispatches the pack itself with attempt+1, as the silent origin would
-// have, and tells the old holder it was superseded.
-func (n *Node) redispatch(ctx context.Context, e *guardEntry, p *pack.Pack, s heartbeat.Suspicion) {
-	n.mu.Lock()
-	if cur, ok := n.guards[e.Key]; !ok || cur != e || e.Holder.ID != s.Key {
-		n.mu.Unlock()
-		return // re-routed, released or claimed already
-	}
-	delete(n.guards, e.Key) // claimed: a second suspicion finds nothing
-	silent, attempt := e.Holder, e.Attempt
-	n.mu.Unlock()
-	n.dropGuardAt(e.Key, silent.ID, attempt)
-	p.Attempt = attempt + 1
-	n.log.Warn("re-routing", "key", e.Key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
-	if old, err := peer.Decode(silent.ID); err == nil {
-		n.spawn(func(ctx context.Context) {
-			var r api.GuardReply
-			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
-		})
-	}
-	n.dispatch(ctx, p)
 }

@@ -89,7 +89,9 @@ type Config struct {
 	// of a pack before recruiting a new one.
 	GuardianLoss time.Duration
 	// SuspectMemory is how long a suspected peer is passed over when
-	// choosing where to send work, unless it announces itself again.
+	// choosing guardians and, with the timetable, where to send work,
+	// unless a hand-off to it succeeds or it restarts (outage.View
+	// SuspectFor, on the timetable clock).
 	SuspectMemory time.Duration
 	// RestartGrace is how long a restarted peer waits before suspecting the
 	// holders it guards: after a blackout every board needs time to boot.

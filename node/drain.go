@@ -7,7 +7,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/grammar"
-	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -228,7 +227,6 @@ func (n *Node) handbackOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		return api.GuardReply{Error: "no guard copy of " + m.Key + " held by that peer at that attempt"}
 	}
 	n.log.Info("holder hands a step back before a power cut", "key", m.Key, "holder", rpc.ShortID(from))
-	s := heartbeat.Suspicion{Key: from.String(), At: time.Now()}
-	n.spawn(func(ctx context.Context) { n.reroute(ctx, e, s) })
+	n.spawn(func(ctx context.Context) { n.reroute(ctx, e, from.String(), "handed the step back before a power cut") })
 	return api.GuardReply{OK: true}
 }

@@ -153,7 +153,7 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 	tt := n.timetableRouting()
 	horizon := n.tt.view.Config().DefaultExpected
 	for id, a := range n.pres.live() {
-		if exclude[id] || a.Draining || n.suspected(id) || !n.breakers.Allowed(id.String()) {
+		if exclude[id] || a.Draining || n.tt.view.Suspected(id.String()) || !n.breakers.Allowed(id.String()) {
 			continue
 		}
 		score := 1.0
@@ -261,19 +261,11 @@ func (n *Node) unwatchIfIdle(holder string) {
 	n.mu.Unlock()
 }
 
-func (n *Node) suspected(id peer.ID) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	at, ok := n.suspects[id.String()]
-	return ok && time.Since(at) < n.cfg.SuspectMemory
-}
-
 // onSuspect is the failure detector's verdict on a silent holder: every
 // entry it held is re-routed (primary) or checked with the primary (backup),
 // and every join whose primary it was is taken over.
 func (n *Node) onSuspect(s heartbeat.Suspicion) {
 	n.mu.Lock()
-	n.suspects[s.Key] = time.Now()
 	var entries []*guardEntry
 	for _, e := range n.guards {
 		if e.Holder.ID == s.Key {
@@ -334,7 +326,7 @@ func (n *Node) holderLost(ctx context.Context, e *guardEntry, s heartbeat.Suspic
 		n.mu.Unlock()
 		n.log.Warn("primary guardian gone too; re-routing as backup", "key", e.Key)
 	}
-	n.reroute(ctx, e, s)
+	n.reroute(ctx, e, s.Key, "silent for "+s.Silence.Round(time.Millisecond).String())
 }
 
 // followPrimary applies what the primary guardian says of a key.
@@ -369,9 +361,11 @@ func (n *Node) followPrimary(e *guardEntry, rep api.GuardReply, silent string) {
 	}
 }
 
-// reroute re-sends a guarded pack whose holder went silent, with attempt+1,
-// to another peer; an at-most-once step fails its workflow instead.
-func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion) {
+// reroute re-sends a guarded pack held by holder, with attempt+1, to
+// another peer; an at-most-once step fails its workflow instead. why says
+// what happened to the holder ("silent for 1.3s", "handed the step back
+// before a power cut") for the trace.
+func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 	p, err := pack.Decode(e.PackRaw, n.limits)
 	if err != nil {
 		n.log.Error("guarded pack unreadable", "key", e.Key, "err", err)
@@ -379,11 +373,11 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 	}
 	head, ok := p.Workflow.Steps[0].(*grammar.Service)
 	if !ok {
-		n.redispatch(ctx, e, p, s) // the origin's first pack, starting with a FORK or CHOICE
+		n.redispatch(ctx, e, p, holder) // the origin's first pack, starting with a FORK or CHOICE
 		return
 	}
 	n.mu.Lock()
-	if e.rerouting || e.Holder.ID != s.Key {
+	if e.rerouting || e.Holder.ID != holder {
 		n.mu.Unlock()
 		return // re-routed already, or being re-routed
 	}
@@ -397,12 +391,8 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 		e.rerouting = false
 		n.mu.Unlock()
 	}()
-	note := fmt.Sprintf("holder %s (zone %s) silent for %s; re-routed by %s as attempt %d",
-		rpc.ShortIDString(silent.ID), silent.Zone, s.Silence.Round(time.Millisecond), rpc.ShortID(n.host.ID()), p.Attempt+1)
-	if s.Silence == 0 {
-		note = fmt.Sprintf("holder %s (zone %s) handed the step back before a power cut; re-routed by %s as attempt %d",
-			rpc.ShortIDString(silent.ID), silent.Zone, rpc.ShortID(n.host.ID()), p.Attempt+1)
-	}
+	note := fmt.Sprintf("holder %s (zone %s) %s; re-routed by %s as attempt %d",
+		rpc.ShortIDString(silent.ID), silent.Zone, why, rpc.ShortID(n.host.ID()), p.Attempt+1)
 	p.Trace = append(p.Trace, pack.TraceEntry{
 		Path: head.Path, Service: head.Name, Peer: silent.ID, Zone: silent.Zone,
 		Start: since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
@@ -464,6 +454,33 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, s heartbeat.Suspicion
 			})
 		}
 	}
+}
+
+// redispatch re-routes a guarded pack whose head is not a service: only
+// the origin's first pack, held before its first hand-off, can start with
+// a FORK, FIRST, FAILOVER or CHOICE. There is no step to hand to another
+// peer, so this guardian (the origin's replica) claims the copy and
+// dispatches the pack itself with attempt+1, as the silent origin would
+// have, and tells the old holder it was superseded.
+func (n *Node) redispatch(ctx context.Context, e *guardEntry, p *pack.Pack, holder string) {
+	n.mu.Lock()
+	if cur, ok := n.guards[e.Key]; !ok || cur != e || e.Holder.ID != holder {
+		n.mu.Unlock()
+		return // re-routed, released or claimed already
+	}
+	delete(n.guards, e.Key) // claimed: a second suspicion finds nothing
+	silent, attempt := e.Holder, e.Attempt
+	n.mu.Unlock()
+	n.dropGuardAt(e.Key, silent.ID, attempt)
+	p.Attempt = attempt + 1
+	n.log.Warn("re-routing", "key", e.Key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
+	if old, err := peer.Decode(silent.ID); err == nil {
+		n.spawn(func(ctx context.Context) {
+			var r api.GuardReply
+			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
+		})
+	}
+	n.dispatch(ctx, p)
 }
 
 func (n *Node) dropGuard(key, holder string) { n.dropGuardAt(key, holder, -1) }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
@@ -33,34 +34,8 @@ func loadIdentity(dir string) (crypto.PrivKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode identity: %w", err)
 	}
-	if err := writeFileAtomic(path, raw, 0o600); err != nil {
+	if err := atomicfile.Write(path, raw, 0o600); err != nil {
 		return nil, fmt.Errorf("save identity: %w", err)
 	}
 	return key, nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -44,6 +44,7 @@ import (
 
 	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/service"
@@ -79,7 +80,6 @@ type Node struct {
 	released map[string]releaseMark
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
-	suspects  map[string]time.Time
 	joins     map[string]*joinRecord
 	workflows map[string]*workflowRecord
 	active    map[string]*activeStep
@@ -137,7 +137,6 @@ func New(cfg Config) (*Node, error) {
 		guards:          map[string]*guardEntry{},
 		released:        map[string]releaseMark{},
 		firstBeat:       map[string]time.Time{},
-		suspects:        map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
 		workflows:       map[string]*workflowRecord{},
@@ -204,7 +203,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	nf := n.nodeFile()
 	data, _ := json.MarshalIndent(nf, "", "  ")
-	if err := writeFileAtomic(filepath.Join(n.cfg.DataDir, "node.json"), data, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.cfg.DataDir, "node.json"), data, 0o644); err != nil {
 		return fmt.Errorf("node: write node.json: %w", err)
 	}
 	n.log.Info("node running", "peer", n.host.ID().String(), "zone", n.cfg.Zone,
@@ -262,7 +261,7 @@ func (n *Node) spawn(fn func(ctx context.Context)) {
 	}()
 }
 
-// pruneLoop forgets old tombstones and suspicions.
+// pruneLoop forgets old tombstones.
 func (n *Node) pruneLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
@@ -276,11 +275,6 @@ func (n *Node) pruneLoop(ctx context.Context) {
 		for k, mark := range n.released {
 			if time.Since(mark.at) > cancelMemory {
 				delete(n.released, k)
-			}
-		}
-		for k, at := range n.suspects {
-			if time.Since(at) > n.cfg.SuspectMemory {
-				delete(n.suspects, k)
 			}
 		}
 		n.mu.Unlock()

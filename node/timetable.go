@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/outage"
 	"github.com/bedwe/bedwe/schedule"
@@ -105,7 +106,7 @@ func (n *Node) offerSchedule(s *schedule.Schedule, signed []byte, from string) b
 	if signed != nil {
 		n.tt.setSigned(signed)
 		path := filepath.Join(n.cfg.DataDir, scheduleSignedFile)
-		if err := writeFileAtomic(path, signed, 0o644); err != nil {
+		if err := atomicfile.Write(path, signed, 0o644); err != nil {
 			n.log.Error("persist timetable", "file", path, "err", err)
 		}
 	}

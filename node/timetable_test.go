@@ -302,7 +302,10 @@ func TestDrainHandsOverJoinsAndSteps(t *testing.T) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("east never held both the join and the long step: %+v", before)
+			f, _ := cl.Status(context.Background(), forked.ID)
+			l, _ := cl.Status(context.Background(), longRun.ID)
+			t.Fatalf("east never held both the join and the long step: %+v; fork workflow %s %s %+v; long workflow %s %s %+v",
+				before, f.State, f.Error, f.Recent, l.State, l.Error, l.Recent)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

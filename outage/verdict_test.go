@@ -155,6 +155,10 @@ func TestCanRunLiveness(t *testing.T) {
 			if vd.OK != tc.ok || !strings.Contains(vd.Reason, tc.reason) {
 				t.Errorf("OK=%v %q, want OK=%v and %q", vd.OK, vd.Reason, tc.ok, tc.reason)
 			}
+			// Suspected agrees with the suspicion rule CanRun applies.
+			if want := strings.Contains(tc.reason, "suspected"); v.Suspected("p") != want {
+				t.Errorf("Suspected = %v, want %v", v.Suspected("p"), want)
+			}
 		})
 	}
 }

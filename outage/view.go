@@ -166,6 +166,15 @@ func (v *View) Alive(peer string) {
 	}
 }
 
+// Suspected reports whether a heartbeat suspicion of peer is in force
+// (Suspect, not yet cleared by Alive, Forget or SuspectFor).
+func (v *View) Suspected(peer string) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	p := v.peers[peer]
+	return p != nil && v.suspectedAt(p, v.clock.Now())
+}
+
 // suspectedAt reports whether p's suspicion is still in force at now.
 // Callers hold mu.
 func (v *View) suspectedAt(p *presence, now time.Time) bool {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/schedule"
 )
 
@@ -102,19 +103,10 @@ func (m *Manifest) Save() error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(m.Dir, ".manifest-*")
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(m.Dir, ManifestFile), data, 0o644); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	return os.Rename(tmp.Name(), filepath.Join(m.Dir, ManifestFile))
+	return nil
 }
 
 // VirtualClock is the testnet's shared timetable clock (the zero clock,

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/schedule"
 )
 
@@ -342,32 +343,10 @@ func (m *Manifest) writeTrustedKeys() error {
 		}
 	}
 	nodesMu.Unlock()
-	if err := writeAtomic(m.Keys, []byte(b.String())); err != nil {
+	if err := atomicfile.Write(m.Keys, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("write trusted keys: %w", err)
 	}
 	return nil
-}
-
-// writeAtomic replaces path with data through a temporary file in its
-// directory.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // fixListen pins a node's listen address to the port it got, so a restart

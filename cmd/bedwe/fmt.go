@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/urfave/cli/v2"
 )
 
@@ -61,7 +61,7 @@ func runFmt(c *cli.Context) error {
 			failed = true
 		}
 		if write && changed {
-			if err := writeFileAtomic(name, out); err != nil {
+			if err := rewriteFile(name, out); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
 		}
@@ -75,38 +75,12 @@ func runFmt(c *cli.Context) error {
 	return nil
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file in the
-// same directory, syncs it, keeps the original mode and renames it over path,
-// so a crash leaves either the old or the new content.
-func writeFileAtomic(path string, data []byte) (err error) {
+// rewriteFile replaces path with data atomically, keeping its mode, so a
+// crash leaves either the old or the new content.
+func rewriteFile(path string, data []byte) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("rewrite %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err = tmp.Chmod(info.Mode().Perm()); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, info.Mode().Perm())
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/schedule"
 )
@@ -171,23 +172,10 @@ func scheduleCurrentCommand() *cli.Command {
 			"   bedwe schedule current\n" +
 			"   bedwe schedule current --testnet /tmp/tn --node 3 -o json",
 		Flags: append(targetFlags(), schedOutputFlag()),
-	}, runScheduleCurrent)
+	}, clientAction("schedule current", 0, runScheduleCurrent))
 }
 
-func runScheduleCurrent(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return schedUsageError(c, "takes no arguments")
-	}
-	asJSON, err := jsonOutput(c)
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	cl, err := dialTarget(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+func runScheduleCurrent(ctx context.Context, c *cli.Context, cl *client.Client, asJSON bool) error {
 	info, err := cl.Schedule(ctx)
 	if err != nil {
 		return remoteExit(err)
