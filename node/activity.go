@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/internal/atomicfile"
+	"github.com/bedwe/bedwe/node/join"
 )
 
 // Activity is what DATA/activity.json says a peer is doing: the work it
@@ -21,6 +21,9 @@ type Activity struct {
 	Draining bool           `json:"draining"`
 	Held     []ActivityHeld `json:"held"`
 	Joins    []string       `json:"joins"`
+	// JoinInfo describes each join in Joins: its workflow and the peers
+	// holding its replicas.
+	JoinInfo []ActivityJoin `json:"join_info"`
 	Origins  []string       `json:"origins"`
 }
 
@@ -33,8 +36,15 @@ type ActivityHeld struct {
 	Sender   string `json:"sender,omitempty"`
 }
 
+// ActivityJoin is one join a peer acts for.
+type ActivityJoin struct {
+	ID       string   `json:"id"`
+	Workflow string   `json:"workflow"`
+	Replicas []string `json:"replicas,omitempty"`
+}
+
 func (n *Node) activity() Activity {
-	a := Activity{Updated: time.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, Origins: []string{}}
+	a := Activity{Updated: time.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, JoinInfo: []ActivityJoin{}, Origins: []string{}}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, h := range n.held {
@@ -42,16 +52,23 @@ func (n *Node) activity() Activity {
 		if st == nil || st.DispatchOnly || st.Pack == nil || len(st.Pack.Workflow.Steps) == 0 {
 			continue
 		}
-		head, ok := st.Pack.Workflow.Steps[0].(*grammar.Service)
-		if !ok {
+		head, err := st.Pack.Head()
+		if err != nil {
 			continue
 		}
 		a.Held = append(a.Held, ActivityHeld{Workflow: st.Pack.WorkflowID, Step: head.Name, Path: head.Path, Attempt: st.Pack.Attempt, Sender: st.Pack.Sender.ID})
 	}
-	for id, j := range n.joins {
-		if j.acting() && !j.Forwarded {
-			a.Joins = append(a.Joins, id)
-		}
+	for _, c := range n.joins.all() {
+		c.view(func(m *join.Join) {
+			if m.Pending() {
+				a.Joins = append(a.Joins, m.ID())
+				info := ActivityJoin{ID: m.ID(), Workflow: m.WorkflowID()}
+				for _, r := range m.Replicas() {
+					info.Replicas = append(info.Replicas, r.ID)
+				}
+				a.JoinInfo = append(a.JoinInfo, info)
+			}
+		})
 	}
 	for id, w := range n.workflows {
 		if !w.Replica && w.Status.State == "running" {
@@ -60,6 +77,7 @@ func (n *Node) activity() Activity {
 	}
 	sort.Slice(a.Held, func(i, j int) bool { return a.Held[i].Path < a.Held[j].Path })
 	sort.Strings(a.Joins)
+	sort.Slice(a.JoinInfo, func(i, j int) bool { return a.JoinInfo[i].ID < a.JoinInfo[j].ID })
 	sort.Strings(a.Origins)
 	return a
 }

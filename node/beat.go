@@ -5,12 +5,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -62,12 +66,14 @@ func (n *Node) beatTargets() map[peer.ID]pack.Peer {
 			add(g)
 		}
 	}
-	for _, j := range n.joins {
-		if !j.Replica && !j.Forwarded {
-			for _, r := range j.Replicas {
-				add(r)
+	for _, c := range n.joins.all() {
+		c.view(func(m *join.Join) {
+			if m.Pending() {
+				for _, r := range m.Others(n.host.ID().String()) {
+					add(r)
+				}
 			}
-		}
+		})
 	}
 	return out
 }
@@ -108,43 +114,43 @@ func (n *Node) beatLoop(ctx context.Context) {
 	}
 }
 
-// beatTo writes one frame per interval to c's peer, reopening the stream
-// after errors.
+// beatTo beats to c's peer (heartbeat.Beater paces it: one frame per
+// interval, never flooding a slow stream) on a long-lived stream, reopened
+// after errors; a failed beat is not an error, the next one tries again.
 func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	frame := []byte{1}
-	var s network.Stream
-	defer func() {
-		if s != nil {
-			_ = s.Reset()
-		}
-	}()
-	tick := time.NewTicker(n.cfg.Heartbeat.Interval)
-	defer tick.Stop()
-	for {
+	interval := n.cfg.Heartbeat.Interval
+	var s network.Stream // used only by send, and after the Beater stopped
+	send := func() error {
 		if s == nil {
-			octx, cancel := context.WithTimeout(ctx, n.cfg.Heartbeat.Interval*4)
+			octx, cancel := context.WithTimeout(ctx, interval*4)
 			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeat))
 			cancel()
-			if err == nil {
-				s = st
+			if err != nil {
+				return nil
 			}
+			s = st
 		}
-		if s != nil {
-			_ = s.SetWriteDeadline(time.Now().Add(n.cfg.Heartbeat.Interval * 4))
-			if err := pack.WriteFrame(s, frame); err != nil {
-				_ = s.Reset()
-				s = nil
-			} else {
-				c.mu.Lock()
-				c.lastOK = time.Now()
-				c.mu.Unlock()
-			}
+		_ = s.SetWriteDeadline(time.Now().Add(interval * 4))
+		if err := pack.WriteFrame(s, frame); err != nil {
+			_ = s.Reset()
+			s = nil
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+		c.mu.Lock()
+		c.lastOK = time.Now()
+		c.mu.Unlock()
+		return nil
+	}
+	b, err := heartbeat.StartBeater(ctx, clockwork.NewRealClock(), interval, send)
+	if err != nil {
+		n.log.Error("heartbeat", "peer", rpc.ShortID(c.id), "err", err)
+		return
+	}
+	<-ctx.Done()
+	b.Stop()
+	if s != nil {
+		_ = s.Reset()
 	}
 }
 
@@ -197,7 +203,7 @@ func (n *Node) checkGuardians(conns map[peer.ID]*beatConn) {
 // recruitGuardian asks a live peer in another zone to guard a held pack
 // whose guardians are gone (the peer becomes its primary guardian).
 func (n *Node) recruitGuardian(ctx context.Context, h *heldItem) {
-	packRaw, _, err := n.journal.Get(journalPacks, h.key+packSuffix)
+	packRaw, _, err := n.journal.Get(journal.BucketPackBytes, h.key)
 	if err != nil || packRaw == nil {
 		return
 	}
@@ -267,9 +273,10 @@ func (n *Node) supersedeHeld(gkey string, attempt int) {
 	n.mu.Unlock()
 	for _, h := range stale {
 		n.log.Warn("held work superseded by a re-route", "key", h.key, "attempt", h.attempt, "newer", attempt)
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: h.state.Pack.WorkflowID, Step: headPath(h.state.Pack), Attempt: h.attempt})
 		h.cancel()
 		n.forgetHeld(h.key)
-		_ = n.dropHeld(h.key)
+		n.journalFailed("drop held pack", h.key, n.dropHeld(h.key))
 	}
 }
 
@@ -326,6 +333,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	}
 	if n.host.Network().Connectedness(id) != network.Connected {
 		n.log.Info("holder not confirmed", "peer", rpc.ShortID(id), "reason", "not connected")
+		n.ev.Emit(events.Event{Type: events.ConfirmFailed, Peer: key, Reason: "not connected"})
 		return false
 	}
 	start := time.Now()
@@ -334,6 +342,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	case res := <-ping.Ping(ctx, n.host, id):
 		if res.Error == nil {
 			n.log.Info("late beats but the holder answers a ping", "peer", rpc.ShortID(id), "rtt", res.RTT.Round(time.Millisecond))
+			n.ev.Emit(events.Event{Type: events.Spared, Peer: key})
 			n.spawn(func(ctx context.Context) { n.afterSpared(ctx, id) })
 			return true
 		}
@@ -345,6 +354,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 		n.log.Info("dropped a stale watch", "peer", rpc.ShortID(id), "after", reason)
 		return false
 	}
+	n.ev.Emit(events.Event{Type: events.ConfirmFailed, Peer: key, Reason: reason})
 	if detail != "" {
 		n.log.Info("holder not confirmed", "peer", rpc.ShortID(id), "reason", reason, "err", detail, "after", took)
 	} else {
@@ -362,12 +372,20 @@ func (n *Node) watchNeededLocked(holder string) bool {
 			return true
 		}
 	}
-	for _, j := range n.joins {
-		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == holder {
-			return true
-		}
+	return len(n.joinsWatching(holder)) > 0
+}
+
+// joinsWatching returns the passive join copies whose actor is holder.
+func (n *Node) joinsWatching(holder string) []*joinCopy {
+	var out []*joinCopy
+	for _, c := range n.joins.all() {
+		c.view(func(m *join.Join) {
+			if a, ok := m.Watching(); ok && a.ID == holder {
+				out = append(out, c)
+			}
+		})
 	}
-	return false
+	return out
 }
 
 // dropStaleWatch unwatches holder if nothing needs it watched, and reports
@@ -491,12 +509,10 @@ func (n *Node) dropGuardIf(key, holder string, attempt int) bool {
 		n.mu.Unlock()
 		return false
 	}
-	if old, ok := n.released[key]; !ok || old.attempt < attempt {
-		n.released[key] = releaseMark{at: time.Now(), attempt: attempt}
-	}
+	mark := n.markReleasedLocked(key, attempt)
 	delete(n.guards, key)
-	_ = n.journal.Delete(journal.BucketOutbox, key)
 	n.mu.Unlock()
+	n.journalFailed("drop guard copy", key, n.forgetGuard(key, mark))
 	n.unwatchIfIdle(holder)
 	return true
 }

@@ -113,6 +113,15 @@ type Config struct {
 	Clock schedule.VirtualClock
 	// Routing says whether peer choice and drain follow the timetable.
 	Routing Routing
+	// EventsFile, when set, is where the node appends its reliability
+	// events (package node/events): hand-offs, re-routes, suspicions,
+	// deliveries, completions. Testnets set it; it grows without bound.
+	EventsFile string
+	// JoinReplicas is how many peers keep a copy of each join record and
+	// of each workflow record besides its holder (k; default 2), in
+	// distinct zones where possible and never on a peer running a branch
+	// of that join.
+	JoinReplicas int
 	// Outage tunes the availability view (margins, drain lead time, the
 	// policy beyond the timetable's horizon), in timetable time. Zero:
 	// outage.DefaultConfig, or outage.TestnetConfig(speed) with the testnet
@@ -182,6 +191,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.NoPeerWait <= 0 {
 		c.NoPeerWait = d.NoPeerWait
+	}
+	if c.JoinReplicas <= 0 {
+		c.JoinReplicas = 2
 	}
 	if c.DefaultStepTimeout <= 0 {
 		c.DefaultStepTimeout = d.DefaultStepTimeout

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -87,49 +88,44 @@ func (n *Node) drain(ctx context.Context, cutAt time.Time) {
 
 // handOverJoins gives every join this node acts for to a powered replica.
 func (n *Node) handOverJoins(ctx context.Context) {
-	n.mu.Lock()
-	var joins []*joinRecord
-	for _, j := range n.joins {
-		if !j.Replica && !j.Forwarded && len(j.Replicas) > 0 {
-			joins = append(joins, j)
-		}
+	var joins []*joinCopy
+	for _, c := range n.joins.all() {
+		c.view(func(m *join.Join) {
+			if m.Pending() && len(m.Others(n.host.ID().String())) > 0 {
+				joins = append(joins, c)
+			}
+		})
 	}
-	n.mu.Unlock()
-	for _, j := range joins {
-		n.handOverJoin(ctx, j)
+	for _, c := range joins {
+		n.handOverJoin(ctx, c)
 	}
 }
 
-// handOverJoin sends j's current record to the first of its replicas that
-// is powered and takes it; this copy then stops acting.
-func (n *Node) handOverJoin(ctx context.Context, j *joinRecord) {
-	for _, r := range j.Replicas {
+// handOverJoin sends c's current record to the first of its replicas that
+// is powered and takes it; this copy then stops acting (the machine makes
+// it Moved, so branch ends reaching it go on to the replica).
+func (n *Node) handOverJoin(ctx context.Context, c *joinCopy) {
+	var others []pack.Peer
+	var id string
+	c.view(func(m *join.Join) { others, id = m.Others(n.host.ID().String()), m.ID() })
+	for _, r := range others {
 		if vd := n.tt.view.CanRun(r.ID, 0); !vd.OK {
-			n.log.Info("join replica not powered; not handing over to it", "join", j.ID, "replica", rpc.ShortIDString(r.ID), "why", vd.Reason)
+			n.log.Info("join replica not powered; not handing over to it", "join", id, "replica", rpc.ShortIDString(r.ID), "why", vd.Reason)
 			continue
 		}
-		n.mu.Lock()
-		if j.Forwarded || j.Moved {
-			n.mu.Unlock()
+		var rec join.Record
+		pending := false
+		c.view(func(m *join.Join) { rec, pending = m.Record(), m.Pending() })
+		if !pending {
 			return
 		}
-		cp := *j
-		n.mu.Unlock()
-		cp.Replica, cp.Active, cp.Primary, cp.Replicas = true, true, n.self(), nil
-		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinHandover, Key: j.ID, Record: rpc.MustCBOR(&cp)})
+		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinHandover, Key: id, Record: rpc.MustCBOR(&rec)})
 		if !rep.OK {
-			n.log.Info("join hand-over refused", "join", j.ID, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
+			n.log.Info("join hand-over refused", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
 			continue
 		}
-		n.mu.Lock()
-		j.Moved, j.Replica, j.Active, j.Primary = true, true, false, r
-		if err := n.saveJoin(j); err != nil {
-			n.log.Error("journal join hand-over", "join", j.ID, "err", err)
-		}
-		n.mu.Unlock()
-		n.kickBeats()
-		n.touchActivity()
-		n.log.Info("join handed over before the cut", "join", j.ID, "workflow", j.WorkflowID, "to", rpc.ShortIDString(r.ID), "zone", r.Zone)
+		n.stepJoin(c, join.HandedOver{To: r})
+		n.log.Info("join handed over before the cut", "join", id, "to", rpc.ShortIDString(r.ID))
 		return
 	}
 }
@@ -141,31 +137,21 @@ func (n *Node) joinHandoverOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	if n.draining.Load() {
 		return api.GuardReply{Error: "peer " + rpc.ShortID(n.host.ID()) + " is draining too"}
 	}
-	var j joinRecord
-	if err := rpc.Dec.Unmarshal(m.Record, &j); err != nil {
+	var rec join.Record
+	if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
 		return api.GuardReply{Error: "bad join record: " + err.Error()}
 	}
-	if j.Results == nil {
-		j.Results = map[int]*branchResult{}
+	c := n.joins.get(rec.ID)
+	if c == nil {
+		cp := rec
+		cp.Role = join.RoleReplica
+		c, _ = n.joins.add(rec.ID, newJoinCopy(join.FromReplicaCopy(cp)))
 	}
-	j.Replica, j.Active, j.Moved, j.Replicas = true, true, false, nil
-	n.mu.Lock()
-	if old, ok := n.joins[j.ID]; ok && old.Forwarded {
-		n.mu.Unlock()
-		return api.GuardReply{OK: true}
+	ack := n.stepJoin(c, join.TakeHandOver{Record: rec, From: n.peerRef(from)})
+	if !ack.OK {
+		return api.GuardReply{Error: ack.Error}
 	}
-	n.joins[j.ID] = &j
-	err := n.saveJoin(&j)
-	n.mu.Unlock()
-	if err != nil {
-		return api.GuardReply{Error: "journal: " + err.Error()}
-	}
-	n.unwatchIfIdle(from.String())
-	n.touchActivity()
-	n.log.Info("took over a join from a draining primary", "join", j.ID, "workflow", j.WorkflowID, "from", rpc.ShortID(from), "done", j.Done)
-	if j.Done && !j.Forwarded {
-		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, &j) })
-	}
+	n.log.Info("took over a join from a draining primary", "join", rec.ID, "workflow", rec.WorkflowID, "from", rpc.ShortID(from))
 	return api.GuardReply{OK: true}
 }
 
@@ -183,8 +169,8 @@ func (n *Node) handBackSteps(ctx context.Context, cutAt time.Time) {
 	view := n.tt.view
 	now := view.Now()
 	for _, h := range items {
-		head, ok := h.state.Pack.Workflow.Steps[0].(*grammar.Service)
-		if !ok {
+		head, err := h.state.Pack.Head()
+		if err != nil {
 			continue
 		}
 		expected := view.Expected(head.Name, n.tt.clock.Virtual(head.Expect()))

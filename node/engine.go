@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
@@ -38,34 +39,35 @@ func (n *Node) registerProtocols() {
 // handleHandoff accepts a pack from a sender: it checks the pack, checks that
 // this peer declared the head service, journals the pack (fsync) and only
 // then acknowledges; the step runs in the background.
-func (n *Node) handleHandoff(_ context.Context, from peer.ID, req []byte) []byte {
+func (n *Node) handleHandoff(ctx context.Context, from peer.ID, req []byte) []byte {
 	p, err := pack.Decode(req, n.limits)
 	if err != nil {
 		n.log.Warn("rejected a malformed pack", "from", rpc.ShortID(from), "err", err)
 		return rpc.AckBytes(api.CodeBadPack, "bad pack: "+err.Error())
 	}
-	if code, msg := n.accept(p); code != "" {
-		return rpc.AckBytes(code, msg)
-	}
-	return rpc.AckBytes("", "")
+	return rpc.MustCBOR(n.accept(ctx, p))
 }
 
-// accept journals p and starts its head step. It returns a refusal code and
-// message when the pack cannot be taken.
-func (n *Node) accept(p *pack.Pack) (code, msg string) {
-	head, ok := p.Workflow.Steps[0].(*grammar.Service)
-	if !ok {
-		return api.CodeBadPack, "bad pack: the workflow must start with a service"
+// accept takes p if it can: it journals the pack (I4), recruits a backup
+// guardian besides the sender, settles what the sender asked (see
+// settle.go) and only then acknowledges, listing the backup; the step runs
+// in the background. A pack whose chain a guardian re-routed meanwhile is
+// refused (CodeSuperseded) and dropped: the superseded chain stops here.
+func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
+	refuse := func(code, msg string) api.Ack { return api.Ack{Code: code, Error: msg} }
+	head, err := p.Head()
+	if err != nil {
+		return refuse(api.CodeBadPack, "bad pack: "+err.Error())
 	}
 	if !n.services.Offers(head.Name) {
-		return api.CodeUnknownService, fmt.Sprintf("peer %s (zone %s) does not offer service %q; it offers %s",
-			rpc.ShortID(n.host.ID()), n.cfg.Zone, head.Name, n.offerSummary())
+		return refuse(api.CodeUnknownService, fmt.Sprintf("peer %s (zone %s) does not offer service %q; it offers %s",
+			rpc.ShortID(n.host.ID()), n.cfg.Zone, head.Name, n.offerSummary()))
 	}
 	if n.draining.Load() {
-		return api.CodeDraining, fmt.Sprintf("peer %s is draining before a power cut", rpc.ShortID(n.host.ID()))
+		return refuse(api.CodeDraining, fmt.Sprintf("peer %s is draining before a power cut", rpc.ShortID(n.host.ID())))
 	}
 	if n.isCancelled(p) {
-		return api.CodeCancelled, "workflow " + p.WorkflowID + " was cancelled"
+		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
 	n.learnFrom(p.Trace)
 	st := &heldState{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
@@ -74,10 +76,68 @@ func (n *Node) accept(p *pack.Pack) (code, msg string) {
 	}
 	key := st.Key
 	if err := n.saveHeld(key, st); err != nil {
-		return api.CodeInternal, "journal: " + err.Error()
+		return refuse(api.CodeInternal, "journal: "+err.Error())
 	}
+	// Two copies besides this one before anything is released: the
+	// sender's (once it hears the ack) and a backup's.
+	backups := n.recruitHolderBackup(ctx, st)
+	if len(backups) > 0 {
+		st.Guardians = append(st.Guardians, backups...)
+		if err := n.saveHeld(key, st); err != nil {
+			n.releaseBackups(ctx, st.GuardKey, p.Attempt, backups)
+			n.journalFailed("drop held pack", key, n.dropHeld(key))
+			return refuse(api.CodeInternal, "journal: "+err.Error())
+		}
+	}
+	if err := n.settle(ctx, p.Attempt, p.Settle); errors.Is(err, errSuperseded) {
+		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Reason: "refused at its next hop"})
+		n.releaseBackups(ctx, st.GuardKey, p.Attempt, backups)
+		if err := n.dropHeld(key); err != nil {
+			n.log.Error("journal", "key", key, "err", err)
+		}
+		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
+	}
+	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
 	n.spawn(func(ctx context.Context) { n.process(ctx, key, st) })
-	return "", ""
+	return api.Ack{OK: true, Guardians: backups}
+}
+
+// recruitHolderBackup asks a live peer in another zone (not this one, not
+// the sender) to keep a copy of held work as its backup guardian, the
+// sender being the primary. It returns the peer, or none when nobody could
+// take it (the holder recruits later, as after losing its guardians).
+func (n *Node) recruitHolderBackup(ctx context.Context, st *heldState) []pack.Peer {
+	exclude := map[peer.ID]bool{n.host.ID(): true}
+	primary := pack.Peer{}
+	if len(st.Guardians) > 0 {
+		primary = st.Guardians[0]
+		if id, err := peer.Decode(primary.ID); err == nil {
+			exclude[id] = true
+		}
+	}
+	avoid := map[string]bool{n.cfg.Zone: true, primary.Zone: true}
+	for range 2 {
+		b, ok := n.pickGuardianAvoiding(exclude, avoid)
+		if !ok {
+			return nil
+		}
+		ref := n.peerRef(b)
+		msg := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Attempt: st.Pack.Attempt, Pack: st.PackRaw, Holder: n.self(), Primary: primary}
+		if rep := n.guardCall(ctx, ref, msg, settleCallTimeout); rep.OK {
+			return []pack.Peer{ref}
+		}
+		exclude[b] = true
+	}
+	return nil
+}
+
+// releaseBackups releases backup guardians recruited for work this peer
+// does not keep after all.
+func (n *Node) releaseBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
+	for _, b := range backups {
+		n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: attempt}, settleCallTimeout)
+	}
 }
 
 // learnFrom teaches the outage view how long the newest step of trace took,
@@ -104,9 +164,41 @@ func (n *Node) offerSummary() string {
 	return strings.Join(parts, ", ")
 }
 
+// serviceAttrs are a step's attributes as the service sees them.
+func serviceAttrs(s *grammar.Service) map[string]string {
+	if len(s.Attrs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(s.Attrs))
+	for _, a := range s.Attrs {
+		out[a.Key] = a.Value
+	}
+	return out
+}
+
+// headPath is the path of p's head step ("" when the head is not a
+// service: only the origin's first pack).
+func headPath(p *pack.Pack) string {
+	if s, err := p.Head(); err == nil {
+		return s.Path
+	}
+	return ""
+}
+
+// lastRan is the path of the newest successful step in trace ("" if none):
+// the step whose holder handed on the pack that carries this trace.
+func lastRan(trace []pack.TraceEntry) string {
+	for i := len(trace) - 1; i >= 0; i-- {
+		if trace[i].Outcome == pack.OutcomeOK {
+			return trace[i].Path
+		}
+	}
+	return ""
+}
+
+// heldKey is the journal key of a held pack (journal.PackKey).
 func heldKey(p *pack.Pack) string {
-	head := p.Workflow.Steps[0].(*grammar.Service)
-	return p.WorkflowID + "|" + head.Path + "|" + strconv.Itoa(p.Attempt)
+	return journal.PackKey(p.WorkflowID, headPath(p), p.Attempt)
 }
 
 // process runs the head step of an accepted pack (unless the journal says it
@@ -127,7 +219,7 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			if n.ctx.Err() == nil && n.isCancelled(p) {
 				n.forgetHeld(key)
-				_ = n.dropHeld(key)
+				n.journalFailed("drop held pack", key, n.dropHeld(key))
 				n.releaseGuardians(n.ctx, h)
 			}
 			return
@@ -149,6 +241,8 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 	}
 	if !st.Forwarded {
 		next := st.advanced()
+		// Whoever takes what follows releases this step's guardians.
+		next.Settle = n.settleFor(h)
 		switch {
 		case !st.OK && !st.DispatchOnly:
 			if err := n.finishBranch(ctx, next, false, st.Error); err != nil {
@@ -164,6 +258,9 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 		if ctx.Err() != nil {
 			return
 		}
+		if !st.DispatchOnly {
+			n.ev.Emit(events.Event{Type: events.HandedOn, Workflow: p.WorkflowID, Step: headPath(p), Attempt: p.Attempt})
+		}
 		st.Forwarded = true
 		if err := n.saveHeld(key, st); err != nil {
 			n.log.Error("journal forwarded", "key", key, "err", err)
@@ -172,7 +269,7 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 	n.releaseGuardians(ctx, h)
 	n.forgetHeld(key)
 	if ctx.Err() == nil {
-		_ = n.dropHeld(key)
+		n.journalFailed("drop held pack", key, n.dropHeld(key))
 	}
 }
 
@@ -206,13 +303,16 @@ func (n *Node) persistGuardians(h *heldItem) {
 		return
 	}
 	st.Guardians = h.guardians
-	_ = n.journal.Put(journalPacks, h.key, rpc.MustCBOR(&st))
+	n.journalFailed("save guardians", h.key, n.journal.Put(journalPacks, h.key, rpc.MustCBOR(&st)))
 }
 
 // execute runs the head service of p with its retries, backoff and
 // per-attempt timeout, returning its JSON output and one trace entry per try.
 func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pack.TraceEntry, error) {
-	head := p.Workflow.Steps[0].(*grammar.Service)
+	head, err := p.Head()
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, ok := n.services.Lookup(head.Name)
 	if !ok {
 		return nil, nil, fmt.Errorf("step %s (%s): peer %s does not offer it", head.Name, head.Path, rpc.ShortID(n.host.ID()))
@@ -238,6 +338,8 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		Service:        head.Name,
 		Attempt:        p.Attempt,
 		IdempotencyKey: service.IdempotencyKey(p.WorkflowID, head.Path, p.Attempt),
+		Peer:           n.host.ID().String(),
+		Attrs:          serviceAttrs(head),
 		Input:          p.Input,
 		Outputs:        p.Outputs,
 	}
@@ -328,30 +430,40 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 // siblings). It keeps trying other peers on refusals and errors, and waits
 // up to NoPeerWait for a provider to appear.
 func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) error {
-	head := p.Workflow.Steps[0].(*grammar.Service)
-	target, err := n.handoffExcluding(ctx, p, avoid, nil)
+	head, err := p.Head()
+	if err != nil {
+		return err
+	}
+	target, backups, err := n.handoffExcluding(ctx, p, avoid, nil)
 	if err != nil {
 		return fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
 	}
-	n.guardHandedOff(p, target, nil)
+	n.guardHandedOff(p, target, nil, backups)
 	return nil
 }
 
-// handoffExcluding is handoff returning the peer that took the pack; peers
-// in never are never chosen (they went silent on this step).
-func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (peer.ID, error) {
-	head := p.Workflow.Steps[0].(*grammar.Service)
+// handoffExcluding is handoff returning the peer that took the pack and the
+// backup guardians it recruited; peers in never are never chosen (they
+// went silent on this step).
+func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (peer.ID, []pack.Peer, error) {
+	head, err := p.Head()
+	if err != nil {
+		return "", nil, err
+	}
 	exclude := map[peer.ID]bool{}
 	for id := range never {
 		exclude[id] = true
 	}
+	// A step of a branch stays off the peers holding copies of its joins
+	// where another peer can run it (I3: one failure must not take both).
+	avoid = withJoinHolders(avoid, p.Frames)
 	var refusals []string
 	deadline := time.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
 	p.Hops++
 	for {
 		if n.isCancelled(p) {
-			return "", errCancelled
+			return "", nil, errCancelled
 		}
 		n.mu.Lock()
 		wake := n.returned
@@ -366,12 +478,12 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				if skipped := n.passedOver(head.Name); len(skipped) > 0 {
 					why += "; passed over: " + strings.Join(skipped, ", ")
 				}
-				return "", fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
+				return "", nil, fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
 			}
 			// Wait for a peer to appear, or retry those that refused.
 			select {
 			case <-ctx.Done():
-				return "", ctx.Err()
+				return "", nil, ctx.Err()
 			case <-wake:
 			case <-time.After(500 * time.Millisecond):
 			}
@@ -384,20 +496,20 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			continue
 		}
 		if target == n.host.ID() {
-			code, msg := n.accept(p.Clone())
-			if code == "" {
-				return target, nil
+			ack := n.accept(ctx, p.Clone())
+			if ack.OK {
+				return target, ack.Guardians, nil
 			}
-			if code == api.CodeCancelled {
-				return "", errCancelled
+			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {
+				return "", nil, errCancelled
 			}
 			exclude[target] = true
-			refusals = append(refusals, msg)
+			refusals = append(refusals, ack.Error)
 			continue
 		}
 		data, err := pack.Encode(p)
 		if err != nil {
-			return "", fmt.Errorf("encode pack: %w", err)
+			return "", nil, fmt.Errorf("encode pack: %w", err)
 		}
 		done, err := n.breakers.Begin(target.String())
 		if err != nil {
@@ -417,13 +529,14 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())
-				return target, nil
+				return target, ack.Guardians, nil
 			}
-			if ack.Code == api.CodeCancelled {
-				return "", errCancelled
+			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {
+				// Superseded: this chain was re-routed upstream; it ends here.
+				return "", nil, errCancelled
 			}
 			if ack.Code == api.CodeBadPack {
-				return "", fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
+				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
 			}
 			err = errors.New(ack.Error)
 		}
@@ -434,10 +547,30 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// once while libp2p's dial backoff lasts, and a hot loop helps nobody.
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", nil, ctx.Err()
 		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
+}
+
+// withJoinHolders returns avoid plus every holder of every frame (a new
+// map when there is anything to add).
+func withJoinHolders(avoid map[peer.ID]bool, frames []pack.Frame) map[peer.ID]bool {
+	if len(frames) == 0 {
+		return avoid
+	}
+	out := map[peer.ID]bool{}
+	for id := range avoid {
+		out[id] = true
+	}
+	for _, f := range frames {
+		for _, h := range f.Holders {
+			if id, err := peer.Decode(h.ID); err == nil {
+				out[id] = true
+			}
+		}
+	}
+	return out
 }
 
 // errNoArmProvider: no arm of an unguarded CHOICE can be run now.
@@ -546,15 +679,15 @@ func firstService(w *grammar.Workflow) *grammar.Service {
 // recipient acknowledges or the node stops.
 func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg string) error {
 	if len(p.Frames) == 0 {
-		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace}
-		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() bool { n.onOrigin(msg); return true })
+		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace, Settle: p.Settle}
+		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() bool { return n.completeHere(msg) })
 	}
 	f := p.Frames[len(p.Frames)-1]
 	d := api.Delivery{
 		WorkflowID: p.WorkflowID, JoinID: f.JoinID, Branch: f.Branch, OK: ok, Error: errMsg,
-		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt,
+		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt, Settle: p.Settle,
 	}
-	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() bool { return n.onDelivery(d) })
+	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() bool { return n.deliverHere(d).OK })
 }
 
 // sendWithRetry sends msg to the first holder that acknowledges it, calling

@@ -11,9 +11,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -59,23 +60,46 @@ type guardEntry struct {
 // releaseMark remembers that a key was released (moved on) at an attempt,
 // so a late guard copy of that attempt is not kept.
 type releaseMark struct {
-	at      time.Time
-	attempt int
+	At      time.Time `cbor:"1,keyasint"`
+	Attempt int       `cbor:"2,keyasint"`
+}
+
+// markReleasedLocked records that key moved on at attempt (n.mu held) and
+// returns the mark to persist with forgetGuard.
+func (n *Node) markReleasedLocked(key string, attempt int) releaseMark {
+	mark, ok := n.released[key]
+	if !ok || mark.Attempt < attempt {
+		mark = releaseMark{At: time.Now().UTC(), Attempt: attempt}
+		n.released[key] = mark
+	}
+	return mark
+}
+
+// forgetGuard removes the guard copy key from the journal and writes its
+// tombstone, in one transaction: a guardian that restarts still knows the
+// step moved on (I4: a release is answered only once this is durable).
+func (n *Node) forgetGuard(key string, mark releaseMark) error {
+	return n.journal.Update(func(tx *journal.Tx) error {
+		if err := tx.Delete(journal.BucketOutbox, key); err != nil {
+			return err
+		}
+		return tx.Put(journal.BucketReleased, key, rpc.MustCBOR(&mark))
+	})
 }
 
 // guardKey names a step in flight: workflow and step path (attempts share it).
 func guardKey(p *pack.Pack) string {
-	head := p.Workflow.Steps[0].(*grammar.Service)
-	return p.WorkflowID + "|" + head.Path
+	return journal.StepKey(p.WorkflowID, headPath(p))
 }
 
 func (n *Node) saveGuard(e *guardEntry) error {
 	return n.journal.Put(journal.BucketOutbox, e.Key, rpc.MustCBOR(e))
 }
 
-// guardHandedOff records that this peer now guards p, held by holder, and
-// recruits a backup guardian in the background.
-func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
+// guardHandedOff records that this peer now guards p, held by holder, with
+// the backup guardians the holder recruited (backups); when it recruited
+// none, this peer recruits one in the background.
+func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string, backups []pack.Peer) {
 	if holder == n.host.ID() {
 		return // local hand-off: the backup guards it
 	}
@@ -86,10 +110,10 @@ func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
 	}
 	e := &guardEntry{
 		Key: guardKey(p), PackRaw: raw, Holder: n.peerRef(holder), Attempt: p.Attempt,
-		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(),
+		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(), Backups: backups,
 	}
 	n.mu.Lock()
-	if mark, ok := n.released[e.Key]; ok && mark.attempt >= e.Attempt {
+	if mark, ok := n.released[e.Key]; ok && mark.Attempt >= e.Attempt {
 		// The holder finished and released us before we got here.
 		n.mu.Unlock()
 		return
@@ -103,11 +127,13 @@ func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string) {
 	_, still := n.guards[e.Key]
 	n.mu.Unlock()
 	if !still {
-		_ = n.journal.Delete(journal.BucketOutbox, e.Key)
+		n.journalFailed("drop guard copy", e.Key, n.journal.Delete(journal.BucketOutbox, e.Key))
 		return
 	}
 	n.watchHolder(holder)
-	n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
+	if len(backups) == 0 {
+		n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
+	}
 }
 
 // recruitBackup asks a peer in another zone to guard e too, and tells the
@@ -132,7 +158,7 @@ func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
 	}
 	n.mu.Lock()
 	e.Backups = append(e.Backups, n.peerRef(b))
-	_ = n.saveGuard(e)
+	n.journalFailed("save guard copy", e.Key, n.saveGuard(e))
 	n.mu.Unlock()
 	add := api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: att, Watcher: n.peerRef(b)}
 	if err := rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, add, &rep, n.cfg.StreamTimeout); err == nil && rep.Released {
@@ -148,6 +174,12 @@ func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
 // the timetable says stays powered for a default step ranks first, and one
 // whose zone goes dark within that time only when there is nobody else.
 func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID, bool) {
+	return n.pickGuardianAvoiding(exclude, map[string]bool{avoidZone: true})
+}
+
+// pickGuardianAvoiding is pickGuardian preferring a zone outside
+// avoidZones and other than this peer's.
+func (n *Node) pickGuardianAvoiding(exclude map[peer.ID]bool, avoidZones map[string]bool) (peer.ID, bool) {
 	var best peer.ID
 	bestScore := -1.0
 	tt := n.timetableRouting()
@@ -157,7 +189,7 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 			continue
 		}
 		score := 1.0
-		if a.Zone != avoidZone {
+		if !avoidZones[a.Zone] {
 			score += 4
 		}
 		if a.Zone != n.cfg.Zone {
@@ -249,11 +281,9 @@ func (n *Node) unwatchIfIdle(holder string) {
 			return
 		}
 	}
-	for _, j := range n.joins {
-		if j.Replica && !j.Active && !j.Forwarded && j.Primary.ID == holder {
-			n.mu.Unlock()
-			return
-		}
+	if len(n.joinsWatching(holder)) > 0 {
+		n.mu.Unlock()
+		return
 	}
 	delete(n.firstBeat, holder)
 	// Under n.mu: a guard copy added meanwhile must not lose its watch.
@@ -272,23 +302,21 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 			entries = append(entries, e)
 		}
 	}
-	var joins []*joinRecord
-	for _, j := range n.joins {
-		if j.Replica && !j.Active && !j.Forwarded && !j.Moved && j.Primary.ID == s.Key {
-			joins = append(joins, j)
-		}
-	}
 	n.mu.Unlock()
+	joins := n.joinsWatching(s.Key)
 	n.log.Warn("peer suspected", "peer", s.Key, "silence_ms", s.Silence.Milliseconds(),
 		"guarded", len(entries), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
+	n.ev.Emit(events.Event{Type: events.Suspect, Peer: s.Key, At: s.At.UTC()})
 	n.pres.forgetID(s.Key)
 	n.tt.view.Suspect(s.Key)
 	n.breakers.Failure(s.Key)
 	for _, e := range entries {
 		n.spawn(func(ctx context.Context) { n.holderLost(ctx, e, s) })
 	}
-	for _, j := range joins {
-		n.spawn(func(ctx context.Context) { n.takeOverJoin(ctx, j, "primary "+rpc.ShortIDString(s.Key)+" went silent") })
+	for _, c := range joins {
+		n.spawn(func(ctx context.Context) {
+			n.stepJoin(c, join.ActorSilent{Why: "actor " + rpc.ShortIDString(s.Key) + " went silent"})
+		})
 	}
 }
 
@@ -335,13 +363,13 @@ func (n *Node) followPrimary(e *guardEntry, rep api.GuardReply, silent string) {
 	switch {
 	case rep.Released || !rep.Known:
 		delete(n.guards, e.Key)
-		_ = n.journal.Delete(journal.BucketOutbox, e.Key)
+		n.journalFailed("drop guard copy", e.Key, n.journal.Delete(journal.BucketOutbox, e.Key))
 		n.mu.Unlock()
 		n.unwatchIfIdle(silent)
 		return
 	case rep.Holder.ID != silent || rep.Attempt > e.Attempt:
 		e.Holder, e.Attempt = rep.Holder, rep.Attempt
-		_ = n.saveGuard(e)
+		n.journalFailed("save guard copy", e.Key, n.saveGuard(e))
 		n.mu.Unlock()
 		if id, err := peer.Decode(rep.Holder.ID); err == nil {
 			n.learnAddrs(id, rep.Holder.Addrs)
@@ -371,15 +399,20 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 		n.log.Error("guarded pack unreadable", "key", e.Key, "err", err)
 		return
 	}
-	head, ok := p.Workflow.Steps[0].(*grammar.Service)
-	if !ok {
+	head, err := p.Head()
+	if err != nil {
 		n.redispatch(ctx, e, p, holder) // the origin's first pack, starting with a FORK or CHOICE
 		return
 	}
+	if n.workflowEnded(ctx, p) {
+		n.log.Info("not re-routing: the workflow has ended", "key", e.Key, "workflow", p.WorkflowID)
+		n.dropGuardIf(e.Key, holder, e.Attempt)
+		return
+	}
 	n.mu.Lock()
-	if e.rerouting || e.Holder.ID != holder {
+	if e.rerouting || e.Holder.ID != holder || n.guards[e.Key] != e {
 		n.mu.Unlock()
-		return // re-routed already, or being re-routed
+		return // re-routed already, being re-routed, or released
 	}
 	e.rerouting = true
 	silent := e.Holder
@@ -415,7 +448,9 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 		}
 	}
 	n.log.Warn("re-routing", "key", e.Key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
-	target, err := n.handoffExcluding(ctx, p, nil, exclude)
+	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: why})
+	prevAttempt := p.Attempt - 1
+	target, newBackups, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			return
@@ -430,7 +465,10 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 	n.mu.Lock()
 	e.PackRaw, e.Holder, e.Attempt, e.Tried, e.Since, e.Role = raw, n.peerRef(target), p.Attempt, tried, time.Now().UTC(), rolePrimary
 	backups := slices.Clone(e.Backups)
-	_ = n.saveGuard(e)
+	e.Backups = newBackups
+	if err := n.saveGuard(e); err != nil {
+		n.log.Error("journal guard", "key", e.Key, "err", err)
+	}
 	n.mu.Unlock()
 	n.unwatchIfIdle(silent.ID)
 	if target != n.host.ID() {
@@ -445,15 +483,27 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
 		})
 	}
+	// The old attempt's backups are not the new holder's guardians (it
+	// recruited its own): they are released.
 	for _, b := range backups {
-		if bid, err := peer.Decode(b.ID); err == nil && bid != target {
-			msg := api.GuardMsg{Op: api.GuardStore, Key: e.Key, Attempt: p.Attempt, Pack: raw, Holder: n.peerRef(target), Primary: n.self()}
+		if bid, err := peer.Decode(b.ID); err == nil && bid != target && !slices.ContainsFunc(newBackups, func(x pack.Peer) bool { return x.ID == b.ID }) {
 			n.spawn(func(ctx context.Context) {
-				var r api.GuardReply
-				_ = rpc.CallCBOR(ctx, n.host, bid, api.ProtoGuard, msg, &r, n.cfg.StreamTimeout)
+				n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: e.Key, Attempt: prevAttempt}, settleCallTimeout)
 			})
 		}
 	}
+}
+
+// workflowEnded asks p's origins whether the workflow has ended: a guardian
+// never re-runs work of a finished workflow (I1). No answer means no.
+func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
+	for _, o := range p.Origin {
+		rep := n.guardCall(ctx, o, api.GuardMsg{Op: api.GuardOriginStatus, Key: p.WorkflowID}, settleCallTimeout)
+		if rep.OK && rep.Known {
+			return rep.Released
+		}
+	}
+	return false
 }
 
 // redispatch re-routes a guarded pack whose head is not a service: only
@@ -474,6 +524,7 @@ func (n *Node) redispatch(ctx context.Context, e *guardEntry, p *pack.Pack, hold
 	n.dropGuardAt(e.Key, silent.ID, attempt)
 	p.Attempt = attempt + 1
 	n.log.Warn("re-routing", "key", e.Key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
+	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Attempt: p.Attempt, Peer: silent.ID, Reason: "origin silent before its first hand-off"})
 	if old, err := peer.Decode(silent.ID); err == nil {
 		n.spawn(func(ctx context.Context) {
 			var r api.GuardReply
@@ -492,12 +543,10 @@ func (n *Node) dropGuardAt(key, holder string, attempt int) {
 	if e, ok := n.guards[key]; ok && attempt < 0 {
 		attempt = e.Attempt
 	}
-	if old, ok := n.released[key]; !ok || old.attempt < attempt {
-		n.released[key] = releaseMark{at: time.Now(), attempt: attempt}
-	}
+	mark := n.markReleasedLocked(key, attempt)
 	delete(n.guards, key)
-	_ = n.journal.Delete(journal.BucketOutbox, key)
 	n.mu.Unlock()
+	n.journalFailed("drop guard copy", key, n.forgetGuard(key, mark))
 	if holder != "" {
 		n.unwatchIfIdle(holder)
 	}
@@ -550,19 +599,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		}
 		return api.GuardReply{OK: true}
 	case api.GuardRelease:
-		n.mu.Lock()
-		e, ok := n.guards[m.Key]
-		if ok && e.Attempt > m.Attempt {
-			n.mu.Unlock()
-			return api.GuardReply{OK: true} // a newer attempt is still out
-		}
-		holder := ""
-		if ok {
-			holder = e.Holder.ID
-		}
-		n.mu.Unlock()
-		n.dropGuardAt(m.Key, holder, m.Attempt)
-		return api.GuardReply{OK: true}
+		return n.releaseGuard(m.Key, m.Attempt)
 	case api.GuardStatus:
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -594,7 +631,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		return api.GuardReply{OK: true}
 	case api.GuardHandback:
 		return n.handbackOp(from, m)
-	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover:
+	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover, api.GuardJoinActor, api.GuardJoinBranch:
 		return n.joinReplicaOp(from, m)
 	case api.GuardOrigin, api.GuardOriginDone, api.GuardOriginStatus:
 		return n.originReplicaOp(m)

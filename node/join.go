@@ -2,74 +2,86 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
 
-// joinRecord is the state a peer keeps for a FORK, FIRST or FAILOVER it
-// split: the branches, the continuation after the pattern, the data as it
-// was at the split, and the branch results received so far.
-type joinRecord struct {
-	ID         string                     `cbor:"1,keyasint"`
-	WorkflowID string                     `cbor:"2,keyasint"`
-	Kind       pack.FrameKind             `cbor:"3,keyasint"`
-	Branches   []*wireWorkflow            `cbor:"4,keyasint"`
-	Rest       *wireWorkflow              `cbor:"5,keyasint,omitempty"`
-	Origin     []pack.Peer                `cbor:"6,keyasint"`
-	Input      json.RawMessage            `cbor:"7,keyasint,omitempty"`
-	Outputs    map[string]json.RawMessage `cbor:"8,keyasint,omitempty"`
-	Trace      []pack.TraceEntry          `cbor:"9,keyasint,omitempty"`
-	Frames     []pack.Frame               `cbor:"10,keyasint,omitempty"`
-	Results    map[int]*branchResult      `cbor:"11,keyasint,omitempty"`
-	// Next is the FAILOVER branch in progress.
-	Next int `cbor:"12,keyasint"`
-	// Done is set once the pattern's outcome is decided; OK and Error hold
-	// it, Winners the branches whose outputs continue.
-	Done    bool   `cbor:"13,keyasint"`
-	OK      bool   `cbor:"14,keyasint"`
-	Error   string `cbor:"15,keyasint,omitempty"`
-	Winners []int  `cbor:"16,keyasint,omitempty"`
-	// Forwarded is set once the continuation has been moved on.
-	Forwarded bool      `cbor:"17,keyasint"`
-	Created   time.Time `cbor:"18,keyasint"`
-	// Replicas (on the primary) keep copies of this record.
-	Replicas []pack.Peer `cbor:"19,keyasint,omitempty"`
-	// Replica marks this copy as a replica of Primary's record; Active once
-	// it took over (the primary went silent or a branch end reached it).
-	Replica bool      `cbor:"20,keyasint,omitempty"`
-	Active  bool      `cbor:"21,keyasint,omitempty"`
-	Primary pack.Peer `cbor:"22,keyasint,omitempty"`
-	// Moved marks a primary's copy handed over to Primary (a replica) when
-	// this peer drained before a power cut, or taken over by it while this
-	// peer was down: it never acts again, and branch ends reaching it are
-	// refused so they go on to the new holder.
-	Moved bool `cbor:"23,keyasint,omitempty"`
-	// checking is set while a restarted primary asks its replicas whether
-	// one took over; branch ends are refused meanwhile.
-	checking bool
+// Joins, in one paragraph: the rules live in package node/join (a machine
+// with no I/O and no lock); this file carries out what it says. Each join
+// copy has its own lock, held while an event is stepped and its record
+// persisted, so the records reach the journal in the order the machine
+// produced them and a failed write leaves the copy unchanged (the event is
+// refused). Replication to the other holders and the answer to the sender
+// come after the write and outside the lock; forwarding, cancelling and
+// starting branches run in the background. The table of copies has its own
+// lock, never held across I/O.
+
+// joinCopy is one copy of a join this peer holds.
+type joinCopy struct {
+	// mu serialises stepping and the persisting of the stepped record.
+	mu sync.Mutex
+	// cur is the committed machine. A machine is never changed once
+	// stored (stepJoin steps a clone), so readers load it without a lock.
+	cur atomic.Pointer[join.Join]
 }
 
-// acting reports whether this copy of the join decides and forwards.
-func (j *joinRecord) acting() bool { return !j.Replica || j.Active }
-
-type branchResult struct {
-	OK      bool                       `cbor:"1,keyasint"`
-	Error   string                     `cbor:"2,keyasint,omitempty"`
-	Outputs map[string]json.RawMessage `cbor:"3,keyasint,omitempty"`
-	Trace   []pack.TraceEntry          `cbor:"4,keyasint,omitempty"`
-	Attempt int                        `cbor:"5,keyasint"`
+func newJoinCopy(m *join.Join) *joinCopy {
+	c := &joinCopy{}
+	c.cur.Store(m)
+	return c
 }
+
+// joinTable is every join copy this peer holds, by join ID.
+type joinTable struct {
+	mu   sync.Mutex // guards byID (the map only)
+	byID map[string]*joinCopy
+}
+
+func newJoinTable() *joinTable { return &joinTable{byID: map[string]*joinCopy{}} }
+
+func (t *joinTable) get(id string) *joinCopy {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// add stores c unless a copy of the same join is there; it returns the copy
+// kept.
+func (t *joinTable) add(id string, c *joinCopy) (*joinCopy, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.byID[id]; ok {
+		return old, false
+	}
+	t.byID[id] = c
+	return c, true
+}
+
+// all returns every copy (a snapshot).
+func (t *joinTable) all() []*joinCopy {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*joinCopy, 0, len(t.byID))
+	for _, c := range t.byID {
+		out = append(out, c)
+	}
+	return out
+}
+
+// view runs fn with c's committed machine (reads only; no lock).
+func (c *joinCopy) view(fn func(m *join.Join)) { fn(c.cur.Load()) }
 
 func frameKind(k grammar.HeadKind) pack.FrameKind {
 	switch k {
@@ -91,63 +103,186 @@ func kindName(k pack.FrameKind) string {
 	return "FORK"
 }
 
-func (n *Node) saveJoin(j *joinRecord) error {
-	return n.journal.Put(journal.BucketJoins, j.ID, rpc.MustCBOR(j))
+func (n *Node) saveJoin(rec join.Record) error {
+	return n.journal.Put(journal.BucketJoins, rec.ID, rpc.MustCBOR(&rec))
+}
+
+// stepJoin applies ev to c and carries out what the machine says, in
+// order: persist (a failure refuses the event and changes nothing), then
+// replicate to the other holders, then answer; forwarding, cancelling and
+// starting branches go on in the background.
+func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
+	self := n.self()
+	c.mu.Lock()
+	prevActor := c.cur.Load().Actor()
+	next := c.cur.Load().Clone()
+	rd := next.Step(ev, self)
+	if rd.Persist {
+		if err := n.saveJoin(next.Record()); err != nil {
+			c.mu.Unlock()
+			n.log.Error("journal join", "join", next.ID(), "err", err)
+			return join.Ack{Refusal: join.RefuseRecovering, Error: fmt.Sprintf("peer %s could not journal join %s: %v", rpc.ShortID(n.host.ID()), next.ID(), err)}
+		}
+	}
+	c.cur.Store(next)
+	id, wf, actor := next.ID(), next.WorkflowID(), next.Actor()
+	others := next.Others(self.ID)
+	c.mu.Unlock()
+
+	if d, ok := ev.(join.Deliver); ok {
+		n.ev.Emit(events.Event{Type: events.Delivery, Workflow: wf, Join: id, Branch: d.Branch, Attempt: d.Attempt, After: lastRan(d.Trace), Stale: !rd.Persist})
+	}
+	if rd.Replicate != nil {
+		// The other holders learn the result before the sender hears the
+		// ack (J2): a holder that does not answer is down or gone, and the
+		// copies that did answer keep the result.
+		d := toDelivery(wf, id, *rd.Replicate)
+		for _, r := range others {
+			if rep := n.callGuard(n.ctx, r, api.GuardMsg{Op: api.GuardJoinUpdate, Key: id, Delivery: &d}); !rep.OK {
+				n.log.Info("join replica did not take an update", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
+			}
+		}
+	}
+	if rd.TookOver != "" {
+		n.log.Warn("taking over join", "join", id, "workflow", wf, "why", rd.TookOver)
+		n.ev.Emit(events.Event{Type: events.JoinTakeover, Workflow: wf, Join: id, Reason: rd.TookOver})
+		for _, r := range others {
+			n.spawn(func(ctx context.Context) {
+				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinActor, Key: id, Holder: self})
+			})
+		}
+	}
+	if len(rd.Cancel) > 0 {
+		n.publishCancel(cancelMsg{WorkflowID: wf, JoinID: id, Branches: rd.Cancel})
+	}
+	if rd.SettleSplit {
+		n.spawn(func(ctx context.Context) { n.settleSplit(ctx, c) })
+	}
+	if len(rd.StartBranches) > 0 {
+		idx := rd.StartBranches
+		n.spawn(func(ctx context.Context) { n.startBranches(ctx, c, idx) })
+	}
+	if rd.Forward {
+		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, c) })
+	}
+	if rd.NotifyForwarded {
+		for _, r := range others {
+			n.spawn(func(ctx context.Context) {
+				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: id})
+			})
+		}
+	}
+	if rd.AskEarlier {
+		n.spawn(func(ctx context.Context) { n.askEarlier(ctx, c) })
+	}
+	if rd.AskReplicas {
+		n.spawn(func(ctx context.Context) { n.askReplicas(ctx, c) })
+	}
+	if rd.Watch {
+		if pid, err := peer.Decode(actor.ID); err == nil && pid != n.host.ID() {
+			n.learnAddrs(pid, actor.Addrs)
+			n.watchHolder(pid)
+		}
+	}
+	if rd.Unwatch && prevActor.ID != "" && prevActor.ID != self.ID {
+		n.unwatchIfIdle(prevActor.ID)
+	}
+	n.kickBeats()
+	n.touchActivity()
+	return rd.Ack
+}
+
+func toDelivery(wf, joinID string, d join.Deliver) api.Delivery {
+	return api.Delivery{WorkflowID: wf, JoinID: joinID, Branch: d.Branch, OK: d.OK, Error: d.Error, Outputs: d.Outputs, Trace: d.Trace, Attempt: d.Attempt}
+}
+
+func fromDelivery(d api.Delivery) join.Deliver {
+	return join.Deliver{Branch: d.Branch, Attempt: d.Attempt, OK: d.OK, Error: d.Error, Outputs: d.Outputs, Trace: d.Trace}
 }
 
 // startJoin makes this peer the join holder of the pattern at the head of p
 // and sends its branches out (all at once, or the first for FAILOVER).
 func (n *Node) startJoin(ctx context.Context, p *pack.Pack, head grammar.Head, rest *grammar.Workflow) {
-	j := &joinRecord{
+	rec := join.Record{
 		ID:         newID("j"),
 		WorkflowID: p.WorkflowID,
 		Kind:       frameKind(head.Kind),
-		Rest:       toWire(rest),
+		Rest:       toBody(rest),
 		Origin:     p.Origin,
 		Input:      p.Input,
 		Outputs:    copyOutputs(p.Outputs),
 		Trace:      p.Trace,
 		Frames:     p.Frames,
-		Results:    map[int]*branchResult{},
 		Created:    time.Now().UTC(),
+		Split:      p.Settle,
 	}
 	for _, b := range head.Branches {
-		j.Branches = append(j.Branches, toWire(b))
+		rec.Branches = append(rec.Branches, toBody(b))
 	}
-	n.replicateJoin(ctx, j)
-	n.mu.Lock()
-	n.joins[j.ID] = j
-	err := n.saveJoin(j)
-	n.mu.Unlock()
-	n.kickBeats()
-	n.touchActivity()
-	if err != nil {
-		n.log.Error("journal join", "err", err)
-	}
-	n.log.Debug("join started", "workflow", p.WorkflowID, "join", j.ID, "kind", kindName(j.Kind), "branches", len(head.Branches))
-	if j.Kind == pack.FrameFailover {
-		n.startBranches(ctx, j, head.Branches[:1], 0)
+	m := join.New(rec, n.self())
+	m = n.replicateJoin(ctx, m)
+	c := newJoinCopy(m)
+	if err := n.saveJoin(m.Record()); err != nil {
+		// Nothing was handed on yet: the pack's holder fails this step and
+		// its guardian or a restart tries again.
+		n.log.Error("journal join", "workflow", p.WorkflowID, "err", err)
+		msg := fmt.Sprintf("workflow %s: peer %s could not journal the join of a %s: %v", p.WorkflowID, rpc.ShortID(n.host.ID()), kindName(rec.Kind), err)
+		if ferr := n.finishBranch(ctx, p, false, msg); ferr != nil {
+			n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
+		}
 		return
 	}
-	n.startBranches(ctx, j, head.Branches, 0)
+	n.joins.add(rec.ID, c)
+	n.kickBeats()
+	n.touchActivity()
+	n.log.Debug("join started", "workflow", p.WorkflowID, "join", rec.ID, "kind", kindName(rec.Kind), "branches", len(head.Branches), "replicas", len(m.Replicas()))
+	// The step before the pattern is released (J5) before any branch
+	// starts; the machine then says which branches to start.
+	n.settleSplit(ctx, c)
 }
 
-// startBranches dispatches branches (numbered from first) of join j, each to
-// a distinct peer where possible.
-func (n *Node) startBranches(ctx context.Context, j *joinRecord, branches []*grammar.Workflow, first int) {
+// settleSplit settles the split of c (see join J5) and tells the machine.
+func (n *Node) settleSplit(ctx context.Context, c *joinCopy) {
+	var rec join.Record
+	c.view(func(m *join.Join) { rec = m.Record() })
+	err := n.settle(ctx, 0, rec.Split)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		n.log.Warn("split superseded: a guardian re-routed the step before it; abandoning the join", "join", rec.ID, "workflow", rec.WorkflowID)
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: rec.WorkflowID, Join: rec.ID, Reason: "split superseded"})
+	}
+	n.stepJoin(c, join.SplitSettled{Superseded: err != nil})
+}
+
+// startBranches dispatches branches idx of join c, each to a distinct peer
+// where possible and never, where another peer can run it, to a holder of
+// the join (I3: one failure must not take a branch and a copy of its
+// join). Each branch's first holder registers with the join's holders
+// before it acknowledges (J6).
+func (n *Node) startBranches(ctx context.Context, c *joinCopy, idx []int) {
+	var rec join.Record
+	c.view(func(m *join.Join) { rec = m.Record() })
+	holders := join.Holders(n.self(), c.cur.Load().Others(n.self().ID))
 	used := map[peer.ID]bool{}
-	for k, b := range branches {
-		i := first + k
-		frames := append(append([]pack.Frame{}, j.Frames...), pack.Frame{
-			JoinID: j.ID, Kind: j.Kind, Branch: i, Holders: j.holders(n.self()),
+	for _, i := range idx {
+		b, err := fromBody(rec.Branches[i])
+		if err != nil {
+			n.log.Error("join branch", "join", rec.ID, "branch", i, "err", err)
+			continue
+		}
+		frames := append(append([]pack.Frame{}, rec.Frames...), pack.Frame{
+			JoinID: rec.ID, Kind: rec.Kind, Branch: i, Holders: holders,
 		})
 		bp := &pack.Pack{
-			WorkflowID: j.WorkflowID,
-			Origin:     j.Origin,
+			WorkflowID: rec.WorkflowID,
+			Origin:     rec.Origin,
 			Workflow:   b,
-			Input:      j.Input,
-			Outputs:    copyOutputs(j.Outputs),
+			Input:      rec.Input,
+			Outputs:    copyOutputs(rec.Outputs),
 			Frames:     frames,
+			Settle:     []pack.Settle{{Kind: pack.SettleBranchStarted, Key: rec.ID, Branch: i, Peers: holders}},
 		}
 		n.dispatchAvoiding(ctx, bp, used)
 	}
@@ -166,10 +301,10 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 		steps = append(steps, rest.Steps...)
 	}
 	p.Workflow = &grammar.Workflow{Steps: steps}
-	target, err := n.handoffExcluding(ctx, p, used, nil)
+	target, backups, err := n.handoffExcluding(ctx, p, used, nil)
 	if err == nil {
 		used[target] = true
-		n.guardHandedOff(p, target, nil)
+		n.guardHandedOff(p, target, nil, backups)
 		return
 	}
 	if ctx.Err() != nil || err == errCancelled {
@@ -183,228 +318,134 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 	})
 }
 
-func (n *Node) handleDeliver(ctx context.Context, from peer.ID, req []byte) []byte {
+func (n *Node) handleDeliver(_ context.Context, _ peer.ID, req []byte) []byte {
 	var d api.Delivery
 	if err := rpc.Dec.Unmarshal(req, &d); err != nil {
 		return rpc.AckBytes(api.CodeBadPack, "bad delivery: "+err.Error())
 	}
-	n.mu.Lock()
-	j, ok := n.joins[d.JoinID]
-	moved := ok && j.Moved
-	checking := ok && j.checking
-	takeOver := ok && j.Replica && !j.Active && !moved
-	n.mu.Unlock()
-	if moved {
-		return rpc.AckBytes(api.CodeDraining, fmt.Sprintf("peer %s handed join %s over to %s", rpc.ShortID(n.host.ID()), d.JoinID, rpc.ShortIDString(j.Primary.ID)))
+	ack := n.deliverHere(d)
+	if ack.OK {
+		return rpc.AckBytes("", "")
 	}
-	if checking {
-		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s restarted and is asking its replicas about join %s; try later", rpc.ShortID(n.host.ID()), d.JoinID))
+	code := api.CodeInternal
+	if ack.Refusal == join.RefuseMoved {
+		code = api.CodeDraining
 	}
-	if takeOver {
-		// A branch end could not reach the primary: this replica acts now.
-		n.takeOverJoin(ctx, j, "a branch end reached the replica")
-	}
-	if !n.onDelivery(d) {
-		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s holds no join %s", rpc.ShortID(n.host.ID()), d.JoinID))
-	}
-	return rpc.AckBytes("", "")
+	return rpc.AckBytes(code, ack.Error)
 }
 
-// onDelivery records a branch result and, when it decides the pattern,
-// moves the continuation on. It reports whether this peer holds the join.
-func (n *Node) onDelivery(d api.Delivery) bool {
-	n.mu.Lock()
-	j, ok := n.joins[d.JoinID]
-	if !ok || j.Moved || j.checking {
-		n.mu.Unlock()
-		return false
+// deliverHere gives a branch end to this peer's copy of its join.
+func (n *Node) deliverHere(d api.Delivery) join.Ack {
+	c := n.joins.get(d.JoinID)
+	if c == nil {
+		return join.Ack{Refusal: join.RefuseMoved, Error: fmt.Sprintf("peer %s holds no join %s", rpc.ShortID(n.host.ID()), d.JoinID)}
 	}
-	if j.Results == nil {
-		j.Results = map[int]*branchResult{} // a record read back from the journal
-	}
-	if prev, seen := j.Results[d.Branch]; j.Done || (seen && prev.Attempt >= d.Attempt) {
-		n.mu.Unlock()
-		return true // duplicate or late: already counted
-	}
-	j.Results[d.Branch] = &branchResult{OK: d.OK, Error: d.Error, Outputs: d.Outputs, Trace: d.Trace, Attempt: d.Attempt}
-	var startNext bool
-	var cancelOthers []int
-	total := len(j.Branches)
-	switch j.Kind {
-	case pack.FrameFork:
-		if !d.OK {
-			j.Done, j.OK = true, false
-			j.Error = fmt.Sprintf("FORK branch %d failed: %s", d.Branch+1, d.Error)
-			cancelOthers = others(total, d.Branch)
-		} else if len(j.Results) == total {
-			j.Done, j.OK = true, true
-			for i := range total {
-				j.Winners = append(j.Winners, i)
-			}
-		}
-	case pack.FrameFirst:
-		if d.OK {
-			j.Done, j.OK, j.Winners = true, true, []int{d.Branch}
-			cancelOthers = others(total, d.Branch)
-		} else if len(j.Results) == total {
-			j.Done, j.OK = true, false
-			j.Error = "every FIRST branch failed: " + branchErrors(j)
-		}
-	case pack.FrameFailover:
-		if d.OK {
-			j.Done, j.OK, j.Winners = true, true, []int{d.Branch}
-		} else if j.Next+1 < total {
-			j.Next++
-			startNext = true
-		} else {
-			j.Done, j.OK = true, false
-			j.Error = "every FAILOVER branch failed: " + branchErrors(j)
+	ack := n.stepJoin(c, fromDelivery(d))
+	if ack.OK {
+		// Recorded (or already counted): the branch's last guardians are
+		// released by the join, not by the sender alone.
+		if err := n.settle(n.ctx, d.Attempt, d.Settle); err != nil {
+			n.ev.Emit(events.Event{Type: events.Superseded, Workflow: d.WorkflowID, Join: d.JoinID, Branch: d.Branch, Reason: "branch end of a superseded chain"})
 		}
 	}
-	if err := n.saveJoin(j); err != nil {
-		n.log.Error("journal join", "join", j.ID, "err", err)
-	}
-	done, next := j.Done, j.Next
-	acting := j.acting()
-	replicas := append([]pack.Peer{}, j.Replicas...)
-	n.mu.Unlock()
-	if !acting {
-		return true // a passive replica only records
-	}
-	// The replicas learn the result before the sender hears the ack.
-	for _, r := range replicas {
-		n.callGuard(n.ctx, r, api.GuardMsg{Op: api.GuardJoinUpdate, Key: j.ID, Delivery: &d})
-	}
-
-	if len(cancelOthers) > 0 {
-		n.publishCancel(cancelMsg{WorkflowID: j.WorkflowID, JoinID: j.ID, Branches: cancelOthers})
-	}
-	switch {
-	case startNext:
-		n.spawn(func(ctx context.Context) {
-			b, err := j.Branches[next].workflow()
-			if err != nil {
-				n.log.Error("failover branch", "join", j.ID, "err", err)
-				return
-			}
-			n.startBranches(ctx, j, []*grammar.Workflow{b}, next)
-		})
-	case done:
-		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, j) })
-	}
-	return true
-}
-
-func others(total, except int) []int {
-	var out []int
-	for i := range total {
-		if i != except {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-func branchErrors(j *joinRecord) string {
-	var keys []int
-	for k := range j.Results {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("branch %d: %s", k+1, j.Results[k].Error))
-	}
-	return strings.Join(parts, "; ")
+	return ack
 }
 
 // forwardJoin moves a decided pattern on: the merged data continues with the
-// residual after the pattern, or the failure goes up a level.
-func (n *Node) forwardJoin(ctx context.Context, j *joinRecord) {
-	n.mu.Lock()
-	p := &pack.Pack{
-		WorkflowID: j.WorkflowID,
-		Origin:     j.Origin,
-		Input:      j.Input,
-		Outputs:    copyOutputs(j.Outputs),
-		Trace:      append([]pack.TraceEntry{}, j.Trace...),
-		Frames:     j.Frames,
+// residual after the pattern, or the failure goes up a level. Once the next
+// holder acknowledged, the machine hears ForwardDone.
+func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
+	var rec join.Record
+	p := &pack.Pack{}
+	var ok bool
+	var msg string
+	c.view(func(m *join.Join) {
+		rec = m.Record()
+		p.Outputs, p.Trace, ok, msg = m.Continuation()
+	})
+	p.WorkflowID, p.Origin, p.Input, p.Frames = rec.WorkflowID, rec.Origin, rec.Input, rec.Frames
+	if others := c.cur.Load().Others(n.self().ID); len(others) > 0 {
+		// Whoever takes the continuation tells the other copies it moved on.
+		p.Settle = []pack.Settle{{Kind: pack.SettleJoinForwarded, Key: rec.ID, Peers: others}}
 	}
-	var keys []int
-	for k := range j.Results {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	for _, k := range keys {
-		p.Trace = append(p.Trace, j.Results[k].Trace...)
-	}
-	for _, w := range j.Winners {
-		if r := j.Results[w]; r != nil {
-			for label, out := range r.Outputs {
-				p.Outputs[label] = out
-			}
-		}
-	}
-	ok, msg := j.OK, j.Error
-	n.mu.Unlock()
-
-	rest, err := j.Rest.workflow()
+	rest, err := fromBody(rec.Rest)
 	if err != nil {
 		ok, msg = false, err.Error()
 	}
-	if !ok {
+	switch {
+	case !ok:
 		if err := n.finishBranch(ctx, p, false, msg); err != nil {
 			return
 		}
-	} else if rest == nil {
+	case rest == nil:
 		if err := n.finishBranch(ctx, p, true, ""); err != nil {
 			return
 		}
-	} else {
+	default:
 		p.Workflow = rest
 		n.dispatch(ctx, p)
 		if ctx.Err() != nil {
 			return
 		}
 	}
-	n.mu.Lock()
-	j.Forwarded = true
-	if err := n.saveJoin(j); err != nil {
-		n.log.Error("journal join", "join", j.ID, "err", err)
-	}
-	replicas := append([]pack.Peer{}, j.Replicas...)
-	primary := j.Primary
-	replica := j.Replica
-	n.mu.Unlock()
-	n.kickBeats()
-	n.touchActivity()
-	for _, r := range replicas {
-		n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: j.ID})
-	}
-	if replica {
-		n.unwatchIfIdle(primary.ID)
-	}
+	n.stepJoin(c, join.ForwardDone{})
 }
 
-// holders lists the peers a branch end may deliver to: the primary (self),
-// then its replicas.
-func (j *joinRecord) holders(self pack.Peer) []pack.Peer {
-	return append([]pack.Peer{self}, j.Replicas...)
+// replicateJoin stores copies of a new join at up to JoinReplicas peers,
+// each in a zone of its own where the mesh allows, so the peer waiting at
+// SYNC is not a single point of loss. The copies are sent in parallel;
+// the returned machine lists the replicas that took one.
+func (n *Node) replicateJoin(ctx context.Context, m *join.Join) *join.Join {
+	picked := n.pickReplicas(n.cfg.JoinReplicas, map[peer.ID]bool{n.host.ID(): true})
+	if len(picked) == 0 {
+		return m
+	}
+	rec := m.Record()
+	for _, r := range picked {
+		rec.Replicas = append(rec.Replicas, r)
+	}
+	planned := join.New(rec, n.self())
+	ok := make([]bool, len(picked))
+	var wg sync.WaitGroup
+	for i, r := range picked {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cp := planned.ReplicaCopy(i)
+			rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoin, Key: rec.ID, Record: rpc.MustCBOR(&cp)})
+			ok[i] = rep.OK
+			if !rep.OK {
+				n.log.Info("join replica refused", "join", rec.ID, "peer", rpc.ShortIDString(r.ID), "err", rep.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	rec.Replicas = nil
+	for i, r := range picked {
+		if ok[i] {
+			rec.Replicas = append(rec.Replicas, r)
+		}
+	}
+	return join.New(rec, n.self())
 }
 
-// replicateJoin stores a copy of a new join record at a peer in another
-// zone, so the peer waiting at SYNC is not a single point of loss.
-func (n *Node) replicateJoin(ctx context.Context, j *joinRecord) {
-	r, ok := n.pickGuardian(map[peer.ID]bool{n.host.ID(): true}, n.cfg.Zone)
-	if !ok {
-		return
+// pickReplicas chooses up to k live peers outside exclude to hold copies
+// of a record, one zone each where possible: every pick avoids the zones
+// of this peer and of the picks before it.
+func (n *Node) pickReplicas(k int, exclude map[peer.ID]bool) []pack.Peer {
+	var out []pack.Peer
+	zones := map[string]bool{}
+	for range k {
+		id, ok := n.pickGuardianAvoiding(exclude, zones)
+		if !ok {
+			break
+		}
+		exclude[id] = true
+		ref := n.peerRef(id)
+		zones[ref.Zone] = true
+		out = append(out, ref)
 	}
-	cp := *j
-	cp.Replica, cp.Primary, cp.Replicas = true, n.self(), nil
-	ref := n.peerRef(r)
-	if rep := n.callGuard(ctx, ref, api.GuardMsg{Op: api.GuardJoin, Key: j.ID, Record: rpc.MustCBOR(&cp)}); rep.OK {
-		j.Replicas = []pack.Peer{ref}
-	}
+	return out
 }
 
 // callGuard sends one guard message and returns the reply (zero on error).
@@ -421,71 +462,113 @@ func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardMsg) api.
 	return rep
 }
 
-// takeOverJoin makes a replica act for a join whose primary is gone.
-func (n *Node) takeOverJoin(ctx context.Context, j *joinRecord, why string) {
-	n.mu.Lock()
-	if !j.Replica || j.Active || j.Forwarded || j.Moved {
-		n.mu.Unlock()
-		return
+// askEarlier asks the replicas ranked before c whether one acts or is alive
+// (it will act), in rank order, and tells the machine.
+func (n *Node) askEarlier(ctx context.Context, c *joinCopy) {
+	var earlier []pack.Peer
+	var id string
+	c.view(func(m *join.Join) { earlier, id = m.Earlier(), m.ID() })
+	ans := join.EarlierAnswered{}
+	for _, r := range earlier {
+		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: id})
+		if rep.OK && rep.Known {
+			ans.Reached = true
+			r := r
+			ans.Acting = &r
+			break
+		}
 	}
-	j.Active = true
-	_ = n.saveJoin(j)
-	done := j.Done
-	n.mu.Unlock()
-	n.log.Warn("taking over join", "join", j.ID, "workflow", j.WorkflowID, "why", why, "done", done)
-	if done {
-		n.forwardJoin(ctx, j)
+	if ctx.Err() == nil {
+		n.stepJoin(c, ans)
 	}
 }
 
-// joinReplicaOp serves the join-replica guard operations.
+// askReplicas asks a restarted primary's replicas whether one took over
+// while it was down, and tells the machine.
+func (n *Node) askReplicas(ctx context.Context, c *joinCopy) {
+	var reps []pack.Peer
+	var id string
+	c.view(func(m *join.Join) { reps, id = m.Replicas(), m.ID() })
+	ans := join.Recovered{}
+	for _, r := range reps {
+		if rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: id}); rep.Active {
+			n.log.Info("a replica took over this join while we were down", "join", id, "replica", rpc.ShortIDString(r.ID))
+			r := r
+			ans.TakenBy = &r
+			break
+		}
+	}
+	if ctx.Err() == nil {
+		n.stepJoin(c, ans)
+	}
+}
+
+// joinReplicaOp serves the join guard operations.
 func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+	reply := func(a join.Ack) api.GuardReply {
+		if a.OK {
+			return api.GuardReply{OK: true}
+		}
+		return api.GuardReply{Error: a.Error}
+	}
 	switch m.Op {
 	case api.GuardJoin:
-		var j joinRecord
-		if err := rpc.Dec.Unmarshal(m.Record, &j); err != nil {
+		var rec join.Record
+		if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
 			return api.GuardReply{Error: "bad join record: " + err.Error()}
 		}
-		j.Replica, j.Active = true, false
-		if j.Results == nil {
-			j.Results = map[int]*branchResult{}
+		m := join.FromReplicaCopy(rec)
+		if old := n.joins.get(rec.ID); old != nil {
+			return api.GuardReply{OK: true}
 		}
-		n.mu.Lock()
-		if _, exists := n.joins[j.ID]; !exists {
-			n.joins[j.ID] = &j
-			_ = n.saveJoin(&j)
+		// Durable before acknowledged (I4): a copy the primary counts on
+		// must survive this peer's restart.
+		if err := n.saveJoin(m.Record()); err != nil {
+			return api.GuardReply{Error: fmt.Sprintf("peer %s could not journal a copy of join %s: %v", rpc.ShortID(n.host.ID()), rec.ID, err)}
 		}
-		n.mu.Unlock()
-		n.learnAddrs(from, j.Primary.Addrs)
+		n.joins.add(rec.ID, newJoinCopy(m))
+		n.ev.Emit(events.Event{Type: events.JoinCopy, Workflow: rec.WorkflowID, Join: rec.ID, Peer: from.String(), Branch: rec.Rank})
+		n.learnAddrs(from, rec.Actor.Addrs)
 		n.watchHolder(from)
 		return api.GuardReply{OK: true}
 	case api.GuardJoinUpdate:
 		if m.Delivery == nil {
 			return api.GuardReply{Error: "join update without a delivery"}
 		}
-		if !n.onDelivery(*m.Delivery) {
-			return api.GuardReply{Error: "no replica of join " + m.Key}
+		c := n.joins.get(m.Key)
+		if c == nil {
+			return api.GuardReply{Error: "no copy of join " + m.Key}
+		}
+		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(*m.Delivery)}))
+	case api.GuardJoinDone:
+		if c := n.joins.get(m.Key); c != nil {
+			n.stepJoin(c, join.ActorForwarded{})
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardJoinDone:
-		n.mu.Lock()
-		j, ok := n.joins[m.Key]
-		if ok && !j.Active {
-			j.Forwarded = true
-			_ = n.saveJoin(j)
+	case api.GuardJoinBranch:
+		c := n.joins.get(m.Key)
+		if c == nil {
+			return api.GuardReply{OK: true} // not a holder (any more): nothing to record
 		}
-		n.mu.Unlock()
-		if ok {
-			n.unwatchIfIdle(from.String())
+		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt}))
+	case api.GuardJoinActor:
+		if c := n.joins.get(m.Key); c != nil {
+			var prev pack.Peer
+			c.view(func(j *join.Join) { prev = j.Actor() })
+			n.stepJoin(c, join.NewActor{Actor: m.Holder})
+			n.unwatchIfIdle(prev.ID)
 		}
 		return api.GuardReply{OK: true}
 	case api.GuardJoinHandover:
 		return n.joinHandoverOp(from, m)
 	case api.GuardJoinStatus:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		j, ok := n.joins[m.Key]
-		return api.GuardReply{OK: true, Known: ok, Active: ok && j.Active}
+		c := n.joins.get(m.Key)
+		if c == nil {
+			return api.GuardReply{OK: true}
+		}
+		var acting bool
+		c.view(func(j *join.Join) { acting = j.Acting() })
+		return api.GuardReply{OK: true, Known: true, Active: acting}
 	}
 	return api.GuardReply{Error: "unknown join operation " + m.Op}
 }

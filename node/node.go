@@ -4,6 +4,50 @@
 // also holds join records for the FORK, FIRST and FAILOVER patterns it split,
 // and the result records of workflows submitted to it (it is their origin).
 //
+// # Reliability invariants
+//
+// What the node promises while any peers are alive, whatever is SIGKILLed
+// when. Each names the code that enforces it and the test that fails when
+// it breaks (the chaos scenarios in package testnet count executions from
+// the services' invocation record and chains from the nodes' events).
+//
+//   - I1 — at most one live chain per workflow branch. Responsibility for a
+//     step moves to its successor only when the successor has journaled the
+//     pack and settled the hand-over itself (settle.go): it releases the
+//     guardians of the step before, so the release does not depend on the
+//     sender surviving its acknowledgement. A guardian decides a release
+//     and a re-route of the same step atomically (releaseGuard, reroute);
+//     a release that loses is answered "superseded" and the successor
+//     refuses the pack, which stops the superseded chain at its next hop.
+//     Branch ends and completions are settled by the join and the origin
+//     the same way, splits by the join (join J5), and a guardian asks the
+//     origin before it re-routes and never re-runs work of a workflow that
+//     has ended (workflowEnded). Tests: testnet scenarios sender-after-ack,
+//     consecutive, executor (executions_duplicated == 0).
+//   - I2 — a once=true step executes at most once, ever: a guardian whose
+//     holder vanished fails the workflow instead of re-running it
+//     (reroute), and by I1 no superseded chain reaches it again. Test:
+//     once_violations == 0 in every chaos scenario.
+//   - I3 — no workflow stalls after any two peers are killed, or a zone
+//     plus one: every hand-off leaves two copies besides the holder's (the
+//     sender's and a backup the receiver recruits before it acknowledges,
+//     accept); joins and origins keep k copies (Config.JoinReplicas,
+//     default 2) in distinct zones where possible (pickReplicas), and no
+//     step of a branch runs on a peer holding a copy of its join where
+//     another peer can run it (withJoinHolders). Tests:
+//     TestJoinCopiesPlacement; scenarios join-and-branch, pair-random,
+//     zone-plus-one (completed + refused at-most-once == submitted).
+//   - I4 — nothing is acknowledged before it is durable: a pack, a join
+//     copy, a branch result, a guard release reach the journal before the
+//     answer; a journal error refuses the request and changes nothing (join
+//     copies step a clone and keep it only once written).
+//
+// Decisions for joins live in package node/join, a state machine with no
+// I/O and no lock (Step returns a Ready: persist, replicate, acknowledge,
+// then the asynchronous work); join.go carries them out. Guardians,
+// holders and origins are still decided in this package (guard.go,
+// beat.go, origin.go) and are the next to move into machines of their own.
+//
 // Files in this package, one concern each:
 //
 //	node.go      the Node type, start-up and shut-down
@@ -12,7 +56,8 @@
 //	presence.go  gossiped presence and the live view of the mesh
 //	router.go    peer choice for the next service
 //	engine.go    accepting packs, running steps, dispatching residuals
-//	join.go      join records for FORK, FIRST and FAILOVER
+//	settle.go    the receiver's side of a hand-over: releases and fencing
+//	join.go      carrying out the join machine (node/join)
 //	origin.go    workflow records, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
 //	guard.go     guardians: copies of handed-off packs, re-routing, fencing
@@ -23,6 +68,9 @@
 //	timetable.go the load-shedding timetable, the outage view, trusted keys
 //	drain.go     draining before a power cut: hand-over of joins and steps
 //	publish.go   signed timetables on pubsub and the late-joiner pull
+//
+// Reliability events (hand-offs, re-routes, suspicions, deliveries) are
+// appended to Config.EventsFile for testnets (package node/events).
 //
 // The node never imports the testnet or the CLI.
 package node
@@ -46,6 +94,7 @@ import (
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
@@ -80,7 +129,7 @@ type Node struct {
 	released map[string]releaseMark
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
-	joins     map[string]*joinRecord
+	joins     *joinTable // its own lock
 	workflows map[string]*workflowRecord
 	active    map[string]*activeStep
 	cancelled map[string]time.Time
@@ -96,6 +145,8 @@ type Node struct {
 	drainKick chan struct{}
 	// sp gossips, serves and fetches signed timetables (publish.go).
 	sp *schedulePub
+	// ev records reliability events (nil: none; see node/events).
+	ev *events.Log
 
 	ctx  context.Context
 	wg   sync.WaitGroup
@@ -132,7 +183,7 @@ func New(cfg Config) (*Node, error) {
 		services:        reg,
 		limits:          pack.DefaultLimits(),
 		announceNow:     make(chan struct{}, 1),
-		joins:           map[string]*joinRecord{},
+		joins:           newJoinTable(),
 		held:            map[string]*heldItem{},
 		guards:          map[string]*guardEntry{},
 		released:        map[string]releaseMark{},
@@ -172,6 +223,15 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		return err
 	}
 	defer n.host.Close()
+
+	if n.cfg.EventsFile != "" {
+		ev, err := events.Open(n.cfg.EventsFile, n.host.ID().String())
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.ev = ev
+		defer ev.Close()
+	}
 
 	hbcfg := n.cfg.Heartbeat
 	hbcfg.Logger = n.log
@@ -271,12 +331,17 @@ func (n *Node) pruneLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		var old []string
 		n.mu.Lock()
 		for k, mark := range n.released {
-			if time.Since(mark.at) > cancelMemory {
+			if time.Since(mark.At) > cancelMemory {
 				delete(n.released, k)
+				old = append(old, k)
 			}
 		}
 		n.mu.Unlock()
+		for _, k := range old {
+			n.journalFailed("drop release tombstone", k, n.journal.Delete(journal.BucketReleased, k))
+		}
 	}
 }

@@ -11,10 +11,15 @@ import (
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
+
+// submitStep stands for the origin's dispatch of the first pack in journal
+// and guard keys (no step path is a word).
+const submitStep = "submit"
 
 // recentEvents is how many step attempts a status shows.
 const recentEvents = 8
@@ -75,26 +80,35 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		Input:      input,
 		Outputs:    map[string]json.RawMessage{},
 	}
-	// A replica of the record (and a guardian of the first pack) in another
-	// zone: losing the origin loses neither the workflow nor its result.
+	// k replicas of the record (each also a guardian of the first pack),
+	// one zone each where possible: losing the origin and one replica
+	// loses neither the workflow nor its result (I3). The first replica
+	// is the first pack's primary guardian, the others its backups.
 	rec.Status.Origins = fullAddrs(n.self())
-	st := &heldState{Pack: p, DispatchOnly: true, Key: p.WorkflowID + "|submit", GuardKey: p.WorkflowID + "|submit"}
-	if r, ok := n.pickGuardian(map[peer.ID]bool{n.host.ID(): true}, n.cfg.Zone); ok {
-		ref := n.peerRef(r)
+	st := &heldState{Pack: p, DispatchOnly: true, Key: journal.PackKey(p.WorkflowID, submitStep, 0), GuardKey: journal.StepKey(p.WorkflowID, submitStep)}
+	replicas := n.pickReplicas(n.cfg.JoinReplicas, map[peer.ID]bool{n.host.ID(): true})
+	for _, ref := range replicas {
 		p.Origin = append(p.Origin, ref)
-		rec.Replicas = []pack.Peer{ref}
+		rec.Replicas = append(rec.Replicas, ref)
 		rec.Status.Origins = append(rec.Status.Origins, fullAddrs(ref)...)
+	}
+	raw, err := pack.Encode(p)
+	if err != nil {
+		return api.Status{}, fmt.Errorf("encode the first pack: %w", err)
+	}
+	for i, ref := range replicas {
 		cp := *rec
 		cp.Replica, cp.Replicas, cp.Primary = true, nil, n.self()
 		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: rec.Status.ID, Record: rpc.MustCBOR(&cp)}); !rep.OK {
-			n.log.Warn("origin replica refused", "peer", rpc.ShortID(r), "err", rep.Error)
+			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", rep.Error)
+			continue
 		}
-		raw, err := pack.Encode(p)
-		if err == nil {
-			rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: n.self()})
-			if rep.OK {
-				st.Guardians = []pack.Peer{ref}
-			}
+		store := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: n.self()}
+		if i > 0 && len(st.Guardians) > 0 {
+			store.Primary = st.Guardians[0]
+		}
+		if rep := n.callGuard(n.ctx, ref, store); rep.OK {
+			st.Guardians = append(st.Guardians, ref)
 		}
 	}
 	n.mu.Lock()
@@ -117,10 +131,23 @@ func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
 	if err := rpc.Dec.Unmarshal(req, &msg); err != nil {
 		return rpc.AckBytes(api.CodeBadPack, "bad origin message: "+err.Error())
 	}
-	if !n.onOrigin(msg) {
+	if !n.completeHere(msg) {
 		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s is not the origin of %s", rpc.ShortID(n.host.ID()), msg.WorkflowID))
 	}
 	return rpc.AckBytes("", "")
+}
+
+// completeHere applies msg to this peer's record of the workflow and, for
+// a completion, settles what the last holder listed (its guardians are
+// released by the origin, so they never re-run a finished workflow).
+func (n *Node) completeHere(msg api.OriginMsg) bool {
+	if !n.onOrigin(msg) {
+		return false
+	}
+	if msg.Done {
+		_ = n.settle(n.ctx, 0, msg.Settle)
+	}
+	return true
 }
 
 // onOrigin applies a progress event or a completion to the workflow record.
@@ -140,6 +167,9 @@ func (n *Node) onOrigin(msg api.OriginMsg) bool {
 		if len(st.Recent) > recentEvents {
 			st.Recent = st.Recent[len(st.Recent)-recentEvents:]
 		}
+	}
+	if msg.Done {
+		n.ev.Emit(events.Event{Type: events.Completed, Workflow: msg.WorkflowID, After: lastRan(msg.Trace), Stale: st.State != api.StateRunning})
 	}
 	if msg.Done && st.State == api.StateRunning {
 		st.Finished = time.Now().UTC()

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -56,7 +58,10 @@ func (st *heldState) advanced() *pack.Pack {
 	if !st.OK {
 		return next
 	}
-	head := next.Workflow.Steps[0].(*grammar.Service)
+	head, err := next.Head()
+	if err != nil {
+		return next // nothing ran: only a dispatch-only pack has no service head
+	}
 	if next.Outputs == nil {
 		next.Outputs = map[string]json.RawMessage{}
 	}
@@ -66,8 +71,9 @@ func (st *heldState) advanced() *pack.Pack {
 }
 
 // saveHeld journals held work. The pack itself (which grows along a
-// workflow) is written once, under KEY#pack, in the same transaction as the
-// first state record; later saves rewrite only the small state record.
+// workflow) is written once, to BucketPackBytes, in the same transaction
+// as the first state record; later saves rewrite only the small state
+// record in BucketPacks.
 func (n *Node) saveHeld(key string, st *heldState) error {
 	small := *st
 	small.PackRaw = nil
@@ -83,7 +89,7 @@ func (n *Node) saveHeld(key string, st *heldState) error {
 		st.PackRaw = raw
 	}
 	err := n.journal.Update(func(tx *journal.Tx) error {
-		if err := tx.Put(journal.BucketPacks, key+packSuffix, st.PackRaw); err != nil {
+		if err := tx.Put(journal.BucketPackBytes, key, st.PackRaw); err != nil {
 			return err
 		}
 		return tx.Put(journal.BucketPacks, key, state)
@@ -94,55 +100,57 @@ func (n *Node) saveHeld(key string, st *heldState) error {
 	return err
 }
 
-// packSuffix marks the journal key holding a held pack's bytes.
-const packSuffix = "#pack"
+// journalFailed logs a journal write that failed where no caller can be
+// told (background work); paths that answer a peer return the error
+// instead (I4).
+func (n *Node) journalFailed(what, key string, err error) {
+	if err != nil {
+		n.log.Error("journal: "+what, "key", key, "err", err)
+	}
+}
 
 func (n *Node) dropHeld(key string) error {
 	return n.journal.Update(func(tx *journal.Tx) error {
-		if err := tx.Delete(journal.BucketPacks, key+packSuffix); err != nil {
+		if err := tx.Delete(journal.BucketPackBytes, key); err != nil {
 			return err
 		}
 		return tx.Delete(journal.BucketPacks, key)
 	})
 }
 
-// wireWorkflow stores a residual workflow that may start with any step (the
+// toBody stores a residual workflow that may start with any step (the
 // pack codec insists on a leading service): canonical text plus the service
 // paths in source order.
-type wireWorkflow struct {
-	Text  string   `cbor:"1,keyasint"`
-	Paths []string `cbor:"2,keyasint"`
-}
-
-func toWire(w *grammar.Workflow) *wireWorkflow {
+func toBody(w *grammar.Workflow) *join.Body {
 	if w == nil || len(w.Steps) == 0 {
 		return nil
 	}
 	var paths []string
 	walkServices(w, func(s *grammar.Service) { paths = append(paths, s.Path) })
-	return &wireWorkflow{Text: w.String(), Paths: paths}
+	return &join.Body{Text: w.String(), Paths: paths}
 }
 
-func (ww *wireWorkflow) workflow() (*grammar.Workflow, error) {
-	if ww == nil {
+// fromBody parses what toBody stored, with its service paths.
+func fromBody(b *join.Body) (*grammar.Workflow, error) {
+	if b == nil {
 		return nil, nil
 	}
-	w, err := grammar.Parse("<residual>", []byte(ww.Text))
+	w, err := grammar.Parse("<residual>", []byte(b.Text))
 	if err != nil {
 		return nil, fmt.Errorf("stored workflow: %w", err)
 	}
 	i := 0
 	var bad bool
 	walkServices(w, func(s *grammar.Service) {
-		if i < len(ww.Paths) {
-			s.Path = ww.Paths[i]
+		if i < len(b.Paths) {
+			s.Path = b.Paths[i]
 		} else {
 			bad = true
 		}
 		i++
 	})
-	if bad || i != len(ww.Paths) {
-		return nil, fmt.Errorf("stored workflow: %d service paths for %d services", len(ww.Paths), i)
+	if bad || i != len(b.Paths) {
+		return nil, fmt.Errorf("stored workflow: %d service paths for %d services", len(b.Paths), i)
 	}
 	return w, nil
 }
@@ -206,15 +214,12 @@ func (n *Node) resume(ctx context.Context) error {
 		return err
 	}
 	err = n.journal.ForEach(journal.BucketJoins, func(key string, value []byte) error {
-		var j joinRecord
-		if err := rpc.Dec.Unmarshal(value, &j); err != nil {
+		var rec join.Record
+		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {
 			errs = append(errs, fmt.Errorf("join %s: %w", key, err))
 			return nil
 		}
-		if j.Results == nil {
-			j.Results = map[int]*branchResult{} // an empty map is not stored
-		}
-		n.joins[key] = &j
+		n.joins.add(key, newJoinCopy(join.Load(rec)))
 		return nil
 	})
 	if err != nil {
@@ -226,19 +231,14 @@ func (n *Node) resume(ctx context.Context) error {
 	}
 	var packs []held
 	raws := map[string][]byte{}
-	err = n.journal.ForEach(journal.BucketPacks, func(key string, value []byte) error {
-		if strings.HasSuffix(key, packSuffix) {
-			raws[strings.TrimSuffix(key, packSuffix)] = value
-		}
+	err = n.journal.ForEach(journal.BucketPackBytes, func(key string, value []byte) error {
+		raws[key] = value
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	err = n.journal.ForEach(journal.BucketPacks, func(key string, value []byte) error {
-		if strings.HasSuffix(key, packSuffix) {
-			return nil
-		}
 		var st heldState
 		if err := rpc.Dec.Unmarshal(value, &st); err != nil {
 			errs = append(errs, fmt.Errorf("held pack %s: %w", key, err))
@@ -255,6 +255,18 @@ func (n *Node) resume(ctx context.Context) error {
 		}
 		st.Pack = p
 		packs = append(packs, held{key, &st})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = n.journal.ForEach(journal.BucketReleased, func(key string, value []byte) error {
+		var mark releaseMark
+		if err := rpc.Dec.Unmarshal(value, &mark); err != nil {
+			errs = append(errs, fmt.Errorf("release tombstone %s: %w", key, err))
+			return nil
+		}
+		n.released[key] = mark
 		return nil
 	})
 	if err != nil {
@@ -281,10 +293,12 @@ func (n *Node) resume(ctx context.Context) error {
 	for _, e := range n.guards {
 		watch[e.Holder.ID] = true
 	}
-	for _, j := range n.joins {
-		if j.Replica && !j.Active && !j.Forwarded {
-			watch[j.Primary.ID] = true
-		}
+	for _, c := range n.joins.all() {
+		c.view(func(m *join.Join) {
+			if a, ok := m.Watching(); ok {
+				watch[a.ID] = true
+			}
+		})
 	}
 	if len(watch) > 0 {
 		n.spawn(func(ctx context.Context) {
@@ -308,42 +322,21 @@ func (n *Node) resume(ctx context.Context) error {
 			}
 		})
 	}
-	for _, j := range n.joins {
-		if j.Replica || j.Forwarded {
-			continue
+	// Join copies resume as their machine says: a restarted primary asks
+	// its replicas (refusing branch ends meanwhile), an acting copy of a
+	// decided join forwards it again. Passive copies were added to watch.
+	for _, c := range n.joins.all() {
+		var rd join.Ready
+		c.view(func(m *join.Join) { rd = m.Resume() })
+		switch {
+		case rd.AskReplicas:
+			n.spawn(func(ctx context.Context) { n.askReplicas(ctx, c) })
+		case rd.Forward:
+			n.log.Info("resuming decided join", "join", c.cur.Load().ID())
+			n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, c) })
 		}
-		if len(j.Replicas) > 0 {
-			// Until the replicas say whether one took over, branch ends
-			// are refused here (they go on to the replica, or come back).
-			n.mu.Lock()
-			j.checking = true
-			n.mu.Unlock()
-		}
-		n.spawn(func(ctx context.Context) {
-			defer func() {
-				n.mu.Lock()
-				j.checking = false
-				n.mu.Unlock()
-			}()
-			for _, r := range j.Replicas {
-				if rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: j.ID}); rep.Active {
-					n.log.Info("a replica took over this join while we were down", "join", j.ID, "replica", rpc.ShortIDString(r.ID))
-					n.mu.Lock()
-					// Like a hand-over: this copy never acts again, and
-					// branch ends reaching it go on to the replica.
-					j.Moved, j.Replica, j.Active, j.Primary = true, true, false, r
-					_ = n.saveJoin(j)
-					n.mu.Unlock()
-					return
-				}
-			}
-			n.kickBeats()
-			if j.Done {
-				n.log.Info("resuming finished join", "join", j.ID)
-				n.forwardJoin(ctx, j)
-			}
-		})
 	}
+	n.kickBeats()
 	n.spawn(func(ctx context.Context) {
 		// Replicas may be rebooting too: ask now and once more later.
 		n.syncOrigins(ctx)
@@ -358,25 +351,52 @@ func (n *Node) resume(ctx context.Context) error {
 }
 
 // stillOwned asks a restarted holder's guardians whether its held work was
-// re-routed meanwhile (fencing by attempt number). It keeps asking for up
-// to RestartGrace while guardians are down; with no answer it proceeds.
+// re-routed meanwhile (fencing by attempt number), all of them at once: a
+// guardian that restarted too may still hold the copy it had, while the
+// one that re-routed knows better, so any guardian that says superseded
+// (or released, for work not yet forwarded) wins, and so does an origin
+// that says the workflow has ended. It keeps asking for up to RestartGrace
+// while every guardian is down; with no answer it proceeds.
 func (n *Node) stillOwned(ctx context.Context, st *heldState) bool {
 	if len(st.Guardians) == 0 {
 		return true
 	}
+	drop := func(why string, attempt int) bool {
+		n.log.Warn("held work was taken over while this peer was down; dropping it",
+			"key", st.Key, "attempt", st.Pack.Attempt, "why", why, "guardian_attempt", attempt)
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: st.Pack.WorkflowID, Step: headPath(st.Pack), Attempt: st.Pack.Attempt, Reason: why})
+		n.journalFailed("drop held pack", st.Key, n.dropHeld(st.Key))
+		return false
+	}
 	deadline := time.Now().Add(n.cfg.RestartGrace)
 	for {
-		for _, g := range st.Guardians {
-			rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardOwner, Key: st.GuardKey, Attempt: st.Pack.Attempt})
+		replies := make([]api.GuardReply, len(st.Guardians))
+		var wg sync.WaitGroup
+		for i, g := range st.Guardians {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				replies[i] = n.guardCall(ctx, g, api.GuardMsg{Op: api.GuardOwner, Key: st.GuardKey, Attempt: st.Pack.Attempt}, settleCallTimeout)
+			}()
+		}
+		wg.Wait()
+		answered := false
+		for _, rep := range replies {
 			if !rep.OK {
 				continue
 			}
-			if rep.Superseded || (rep.Released && !st.Forwarded) {
-				n.log.Warn("held work was taken over while this peer was down; dropping it",
-					"key", st.Key, "attempt", st.Pack.Attempt, "guardian_attempt", rep.Attempt)
-				_ = n.dropHeld(st.Key)
-				return false
+			answered = true
+			if rep.Superseded {
+				return drop("a guardian re-routed it", rep.Attempt)
 			}
+			if rep.Released && !st.Forwarded {
+				return drop("a guardian was released by a later holder", rep.Attempt)
+			}
+		}
+		if !st.Forwarded && n.workflowEnded(ctx, st.Pack) {
+			return drop("the workflow has ended", 0)
+		}
+		if answered {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

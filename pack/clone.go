@@ -31,6 +31,13 @@ func (p *Pack) Clone() *Pack {
 	}
 	c.Sender = clonePeer(p.Sender)
 	c.Trace = slices.Clone(p.Trace)
+	if p.Settle != nil {
+		c.Settle = make([]Settle, len(p.Settle))
+		for i, s := range p.Settle {
+			s.Peers = clonePeers(s.Peers)
+			c.Settle[i] = s
+		}
+	}
 	return &c
 }
 

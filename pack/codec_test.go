@@ -68,6 +68,15 @@ func TestRoundTrip(t *testing.T) {
 			p.Workflow = seq(svc("S1", "0"), choice(plain(seq(svc("A", "1.0/0"))), plain(seq(svc("B", "1.1/0")))))
 			return p
 		}},
+		{"settle items", func() *Pack {
+			p := minimalPack()
+			p.Settle = []Settle{
+				{Kind: SettleGuard, Key: "wf-1|0", Attempt: 2, Peers: []Peer{{ID: "12D3KooWA", Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Zone: "z1"}}},
+				{Kind: SettleBranchStarted, Key: "j-1", Branch: 3, Peers: []Peer{{ID: "12D3KooWB"}, {ID: "12D3KooWC"}}},
+				{Kind: SettleJoinForwarded, Key: "j-2", Peers: []Peer{{ID: "12D3KooWD"}}},
+			}
+			return p
+		}},
 		{"nesting at MaxDepth", func() *Pack {
 			p := minimalPack()
 			p.Workflow = nestedForks(DefaultLimits().MaxDepth)

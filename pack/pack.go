@@ -10,6 +10,8 @@ package pack
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/bedwe/bedwe/grammar"
@@ -84,6 +86,38 @@ type TraceEntry struct {
 	Note string `cbor:"9,keyasint,omitempty" json:"note,omitempty"`
 }
 
+// SettleKind says what a Settle item asks of its receiver.
+type SettleKind uint8
+
+const (
+	// SettleGuard: release the guard copies Key at Attempt held by Peers
+	// (the guardians of the step the sender ran). A guardian that
+	// re-routed that step meanwhile answers that it was superseded, and
+	// the receiver refuses the pack: the chain it belongs to stops here.
+	SettleGuard SettleKind = iota + 1
+	// SettleJoinForwarded: the pack is the continuation of join Key,
+	// whose other holders (Peers) must learn that it moved on.
+	SettleJoinForwarded
+	// SettleBranchStarted: the pack starts branch Branch of join Key; its
+	// holders (Peers) must learn which peer holds it.
+	SettleBranchStarted
+)
+
+// Settle is one thing the receiver of a pack (or of a branch end or a
+// completion) must settle with other peers after it has journaled what it
+// received and before it acknowledges it. It makes the hand-over of
+// responsibility from the sender to the receiver independent of the sender
+// surviving the acknowledgement: the previous guardians are released, and
+// joins learn where their branches and continuations went, by the peer
+// that now holds the work.
+type Settle struct {
+	Kind    SettleKind `cbor:"1,keyasint" json:"kind"`
+	Key     string     `cbor:"2,keyasint" json:"key"`
+	Attempt int        `cbor:"3,keyasint,omitempty" json:"attempt,omitempty"`
+	Branch  int        `cbor:"4,keyasint,omitempty" json:"branch,omitempty"`
+	Peers   []Peer     `cbor:"5,keyasint,omitempty" json:"peers,omitempty"`
+}
+
 // Pack is a message pack. Its Workflow always starts with the service the
 // receiving peer must run (CHOICEs ahead of it were resolved by the sender).
 //
@@ -117,4 +151,20 @@ type Pack struct {
 	Trace []TraceEntry
 	// Deadline, when non-zero, is when the whole workflow gives up.
 	Deadline time.Time
+	// Settle lists what the receiver settles before acknowledging.
+	Settle []Settle
+}
+
+// Head returns the service p's receiver must run: the first step of its
+// workflow. A pack on the wire always starts with a service (Validate
+// checks it); a residual kept by a node may not, and Head says so.
+func (p *Pack) Head() (*grammar.Service, error) {
+	if p == nil || p.Workflow == nil || len(p.Workflow.Steps) == 0 {
+		return nil, errors.New("the pack carries no workflow")
+	}
+	s, ok := p.Workflow.Steps[0].(*grammar.Service)
+	if !ok || s == nil {
+		return nil, fmt.Errorf("the workflow starts with %T, not a service", p.Workflow.Steps[0])
+	}
+	return s, nil
 }

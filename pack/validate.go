@@ -123,6 +123,29 @@ func (v *validator) pack(p *Pack) error {
 	if err := checkTrace(p.Trace, lim); err != nil {
 		return err
 	}
+	if len(p.Settle) > MaxPeers {
+		return fail("settle", "", "%d settle items, over %d", len(p.Settle), MaxPeers)
+	}
+	for i, s := range p.Settle {
+		where := "settle[" + strconv.Itoa(i) + "]"
+		if s.Kind < SettleGuard || s.Kind > SettleBranchStarted {
+			return fail(where, "", "unknown settle kind %d", s.Kind)
+		}
+		if s.Key == "" || len(s.Key) > 8*MaxIDLen {
+			return fail(where, "", "settle key must be 1 to %d bytes", 8*MaxIDLen)
+		}
+		if s.Attempt < 0 || s.Branch < 0 {
+			return fail(where, "", "negative attempt or branch")
+		}
+		if len(s.Peers) > MaxPeers {
+			return fail(where, "", "%d peers, over %d", len(s.Peers), MaxPeers)
+		}
+		for j, pr := range s.Peers {
+			if err := checkPeer(where+".peers["+strconv.Itoa(j)+"]", pr); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := timeToWire(p.Deadline); err != nil {
 		return fail("deadline", "", "%v", err)
 	}

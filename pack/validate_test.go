@@ -26,6 +26,8 @@ func TestValidateRejects(t *testing.T) {
 	}{
 		{"empty workflow id", Limits{}, func(p *Pack) { p.WorkflowID = "" }, "workflow_id", "", "empty"},
 		{"long workflow id", Limits{}, func(p *Pack) { p.WorkflowID = strings.Repeat("w", MaxIDLen+1) }, "workflow_id", "MaxIDLen", "129 bytes"},
+		{"unknown settle kind", Limits{}, func(p *Pack) { p.Settle = []Settle{{Kind: 9, Key: "k"}} }, "settle[0]", "", "unknown settle kind"},
+		{"settle without key", Limits{}, func(p *Pack) { p.Settle = []Settle{{Kind: SettleGuard}} }, "settle[0]", "", "settle key"},
 		{"slash in workflow id", Limits{}, func(p *Pack) { p.WorkflowID = "a/b" }, "workflow_id", "", `'/'`},
 		{"no origin", Limits{}, func(p *Pack) { p.Origin = nil }, "origin", "", "no peers"},
 		{"origin without id", Limits{}, func(p *Pack) { p.Origin = []Peer{{Zone: "z"}} }, "origin[0].id", "", "empty"},

@@ -43,6 +43,15 @@ type wirePack struct {
 	Sender     *wirePeer         `cbor:"9,keyasint,omitempty"`
 	Trace      []wireTrace       `cbor:"10,keyasint,omitempty"`
 	Deadline   int64             `cbor:"11,keyasint,omitempty"`
+	Settle     []wireSettle      `cbor:"12,keyasint,omitempty"`
+}
+
+type wireSettle struct {
+	Kind    SettleKind `cbor:"1,keyasint"`
+	Key     string     `cbor:"2,keyasint"`
+	Attempt int        `cbor:"3,keyasint,omitempty"`
+	Branch  int        `cbor:"4,keyasint,omitempty"`
+	Peers   []wirePeer `cbor:"5,keyasint,omitempty"`
 }
 
 type wirePeer struct {
@@ -167,6 +176,9 @@ func toWire(p *Pack) (*wirePack, error) {
 	}
 	if w.Deadline, err = timeToWire(p.Deadline); err != nil {
 		return nil, fmt.Errorf("deadline: %w", err)
+	}
+	for _, s := range p.Settle {
+		w.Settle = append(w.Settle, wireSettle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersToWire(s.Peers)})
 	}
 	return w, nil
 }
@@ -300,6 +312,9 @@ func fromWire(w *wirePack) (*Pack, error) {
 		for i, f := range w.Frames {
 			p.Frames[i] = Frame{JoinID: f.JoinID, Kind: f.Kind, Branch: f.Branch, Holders: peersFromWire(f.Holders)}
 		}
+	}
+	for _, s := range w.Settle {
+		p.Settle = append(p.Settle, Settle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersFromWire(s.Peers)})
 	}
 	if w.Sender != nil {
 		p.Sender = peerFromWire(*w.Sender)

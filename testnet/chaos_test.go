@@ -3,16 +3,27 @@ package testnet_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/bedwe/bedwe/testnet"
 )
 
+var (
+	chaosTrials   = flag.Int("chaos.trials", 0, "TestChaosTrials: run each chaos scenario this many times with random seeds, each on a fresh testnet (0: skip)")
+	chaosScenario = flag.String("chaos.scenario", "", "TestChaosTrials: run only this scenario")
+	chaosReport   = flag.String("chaos.report", "", "TestChaosTrials: append one JSON summary per trial to this file")
+	chaosNodes    = flag.Int("chaos.nodes", 8, "TestChaosTrials: testnet size")
+)
+
 // TestChaos runs every scenario on real processes killed with SIGKILL and
-// asserts that nothing is lost, nothing counted twice, and every result
-// equals the fault-free one.
+// asserts that nothing is lost, nothing ran again after it was handed on,
+// no at-most-once step ran twice, nothing was counted twice, and every
+// result equals the fault-free one.
 func TestChaos(t *testing.T) {
 	for _, scenario := range testnet.Scenarios {
 		t.Run(scenario, func(t *testing.T) {
@@ -21,7 +32,7 @@ func TestChaos(t *testing.T) {
 			defer cancel()
 			sum, err := m.Chaos(ctx, testnet.ChaosOptions{
 				Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: 42,
-				Timeout: 2 * time.Minute, FlapFor: 6 * time.Second,
+				Timeout: 2 * time.Minute, FlapFor: 6 * time.Second, Progress: logWriter{t},
 			})
 			if err != nil {
 				t.Fatalf("chaos %s: %v", scenario, err)
@@ -35,18 +46,110 @@ func TestChaos(t *testing.T) {
 					f.Close()
 				}
 			}
-			if len(sum.KilledPIDs) == 0 {
-				t.Fatalf("scenario %s killed nothing", scenario)
-			}
-			if sum.Completed != sum.Submitted || sum.Lost != 0 || sum.Failed != 0 {
-				t.Errorf("completed %d of %d, lost %d, failed %d: %v", sum.Completed, sum.Submitted, sum.Lost, sum.Failed, sum.Errors)
-			}
-			if sum.DuplicateOutputs != 0 {
-				t.Errorf("%d step outputs counted twice", sum.DuplicateOutputs)
-			}
-			if sum.ResultMismatches != 0 {
-				t.Errorf("%d results differ from the fault-free result", sum.ResultMismatches)
+			for _, msg := range chaosFailures(sum) {
+				t.Error(msg)
 			}
 		})
+	}
+}
+
+// chaosFailures lists what a chaos summary shows went wrong.
+func chaosFailures(sum *testnet.ChaosSummary) []string {
+	var out []string
+	if len(sum.KilledPIDs) == 0 {
+		out = append(out, fmt.Sprintf("scenario %s killed nothing", sum.Scenario))
+	}
+	if sum.Completed+sum.FailedAtMostOnce != sum.Submitted || sum.Lost != 0 {
+		out = append(out, fmt.Sprintf("completed %d + failed at-most-once %d of %d submitted, lost %d, failed %d: %v",
+			sum.Completed, sum.FailedAtMostOnce, sum.Submitted, sum.Lost, sum.Failed, sum.Errors))
+	}
+	if sum.ExecutionsDuplicated != 0 {
+		out = append(out, fmt.Sprintf("%d executions started after their step was handed on: %v", sum.ExecutionsDuplicated, sum.ExecutionDetails))
+	}
+	if sum.OnceViolations != 0 {
+		out = append(out, fmt.Sprintf("%d extra executions of at-most-once steps: %v", sum.OnceViolations, sum.ExecutionDetails))
+	}
+	if sum.DuplicateOutputs != 0 {
+		out = append(out, fmt.Sprintf("%d step outputs counted twice", sum.DuplicateOutputs))
+	}
+	if sum.ResultMismatches != 0 {
+		out = append(out, fmt.Sprintf("%d results differ from the fault-free result", sum.ResultMismatches))
+	}
+	// Every step of a completed workflow ran at least once: fewer records
+	// mean the record file is not being written, and nothing is counted.
+	if want := 8 * sum.Completed; sum.Executions < want {
+		out = append(out, fmt.Sprintf("%d executions recorded, want at least %d for %d completed workflows of 8 steps (is the record file written?)", sum.Executions, want, sum.Completed))
+	}
+	return out
+}
+
+// trialReport is one line of the -chaos.report file.
+type trialReport struct {
+	Trial int `json:"trial"`
+	*testnet.ChaosSummary
+	// Error is set when the harness could not carry the trial out.
+	Error    string   `json:"error,omitempty"`
+	Failures []string `json:"failures,omitempty"`
+}
+
+// TestChaosTrials runs each scenario (or -chaos.scenario) -chaos.trials
+// times with random seeds, each trial on a fresh testnet of -chaos.nodes
+// nodes in 3 zones (a fresh one, so no trial inherits the journals,
+// breakers or suspicions of the last), with the assertions of TestChaos,
+// and appends one JSON summary per trial to -chaos.report. It runs only
+// with -chaos.trials:
+//
+//	go test ./testnet -run TestChaosTrials -chaos.trials 100 -chaos.scenario sender-after-ack -chaos.report trials.jsonl -timeout 10h
+func TestChaosTrials(t *testing.T) {
+	if *chaosTrials <= 0 {
+		t.Skip("randomized chaos trials take minutes: run with -chaos.trials N [-chaos.scenario NAME] [-chaos.report FILE]")
+	}
+	scenarios := testnet.Scenarios
+	if *chaosScenario != "" {
+		if !slices.Contains(testnet.Scenarios, *chaosScenario) {
+			t.Fatalf("-chaos.scenario %q: choose from %v", *chaosScenario, testnet.Scenarios)
+		}
+		scenarios = []string{*chaosScenario}
+	}
+	var report *os.File
+	if *chaosReport != "" {
+		f, err := os.OpenFile(*chaosReport, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatalf("open the chaos report: %v", err)
+		}
+		defer f.Close()
+		report = f
+	}
+	for _, scenario := range scenarios {
+		for trial := range *chaosTrials {
+			t.Run(fmt.Sprintf("%s/%d", scenario, trial), func(t *testing.T) {
+				seed := testnet.RandomSeed()
+				m := up(t, testnet.Options{Nodes: *chaosNodes, Zones: 3})
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				sum, err := m.Chaos(ctx, testnet.ChaosOptions{
+					Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: seed,
+					Timeout: 2 * time.Minute, FlapFor: 6 * time.Second,
+				})
+				line := trialReport{Trial: trial, ChaosSummary: sum}
+				if err != nil {
+					line.ChaosSummary = &testnet.ChaosSummary{Scenario: scenario, Seed: seed}
+					line.Error = err.Error()
+					t.Errorf("chaos %s seed %d: %v", scenario, seed, err)
+				} else {
+					line.Failures = chaosFailures(sum)
+					for _, msg := range line.Failures {
+						t.Errorf("seed %d: %s", seed, msg)
+					}
+				}
+				out, _ := json.Marshal(line)
+				t.Logf("trial %d: %s", trial, out)
+				if report != nil {
+					if _, err := report.Write(append(out, '\n')); err != nil {
+						t.Errorf("write the chaos report: %v", err)
+					}
+				}
+			})
+		}
 	}
 }

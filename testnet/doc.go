@@ -12,4 +12,13 @@
 // runs the same seeded workload (MixedWorkflow) under a generated rotation
 // (Rotation) once with timetable-aware and once with heartbeat-only
 // routing, and measures completion, makespan, latency and re-run steps.
+//
+// Counting what happened: every node runs with --events DATA/events.jsonl
+// (package node/events: suspicions, hand-offs, re-routes, deliveries,
+// completions) and every services file names DIR/invocations.jsonl as its
+// record file (one line per service invocation, written before it runs).
+// Chaos counts outputs from the results and executions from these files
+// (CountExecutions): a step silently run again after it was handed on, or an
+// at-most-once step run twice, shows even when the result looks right. Soak
+// counts the failure detector's events from them too.
 package testnet

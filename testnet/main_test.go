@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bedweBin = filepath.Join(dir, "bedwe")
-	build := exec.Command("go", "build", "-o", bedweBin, "github.com/bedwe/bedwe/cmd/bedwe")
+	args := []string{"build", "-o", bedweBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/bedwe/bedwe/cmd/bedwe")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build bedwe:", err)
@@ -58,6 +62,13 @@ func up(t *testing.T, opts testnet.Options) *testnet.Manifest {
 		t.Fatalf("testnet up: %v", err)
 	}
 	t.Cleanup(func() {
+		if raceEnabled {
+			for _, nd := range m.Nodes {
+				if data, err := os.ReadFile(nd.Log); err == nil && bytes.Contains(data, []byte("WARNING: DATA RACE")) {
+					t.Errorf("node %d (%s) reported a data race:\n%s", nd.Index, nd.PeerID, raceReport(data))
+				}
+			}
+		}
 		if t.Failed() {
 			for _, nd := range m.Nodes {
 				t.Logf("--- node %d (%s, zone %s) notable log lines:\n%s", nd.Index, nd.PeerID, nd.Zone, notable(nd.Log))
@@ -157,4 +168,20 @@ func notable(path string) string {
 		keep = keep[len(keep)-80:]
 	}
 	return strings.Join(keep, "\n")
+}
+
+// raceReport is the first race report in a node's log.
+func raceReport(log []byte) string {
+	i := bytes.Index(log, []byte("WARNING: DATA RACE"))
+	if i < 0 {
+		return ""
+	}
+	rest := log[i:]
+	if j := bytes.Index(rest, []byte("==================")); j > 0 {
+		rest = rest[:j]
+	}
+	if len(rest) > 8000 {
+		rest = rest[:8000]
+	}
+	return string(rest)
 }

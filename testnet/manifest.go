@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,7 +48,12 @@ type Manifest struct {
 	// Routing is passed to every node as --routing when set.
 	Routing string `json:"routing,omitempty"`
 	// Keys is DIR/trusted-keys, passed to every node as --trusted-keys.
-	Keys      string    `json:"trusted_keys,omitempty"`
+	Keys string `json:"trusted_keys,omitempty"`
+	// Record is the invocation record file the services file names
+	// (DIR/invocations.jsonl unless the caller's services text names
+	// another): every service invocation of every node appends a line to
+	// it before running. Empty: the services file names none.
+	Record    string    `json:"record,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	Nodes     []Node    `json:"nodes"`
 }
@@ -66,7 +72,17 @@ type Node struct {
 	Services string `json:"services,omitempty"`
 	// PublicKey is the node's Ed25519 public key (base64, from node.json).
 	PublicKey string `json:"public_key,omitempty"`
+	// Record is the invocation record file of the node's own services file
+	// when it differs from the manifest's Record.
+	Record string `json:"record,omitempty"`
 }
+
+// EventsFile is the name of a node's events file in its data dir: every
+// testnet node runs with --events DATA/events.jsonl (package node/events).
+const EventsFile = "events.jsonl"
+
+// Events is the path of the node's events file.
+func (nd *Node) Events() string { return filepath.Join(nd.DataDir, EventsFile) }
 
 // LoadManifest reads DIR/manifest.json.
 func LoadManifest(dir string) (*Manifest, error) {
@@ -132,6 +148,22 @@ func (m *Manifest) LoadSchedule() (*schedule.Schedule, error) {
 type NodeStatus struct {
 	Node
 	Running bool `json:"running"`
+}
+
+// RecordFiles lists the distinct invocation record files of the testnet:
+// the manifest's and any node's own.
+func (m *Manifest) RecordFiles() []string {
+	var out []string
+	add := func(p string) {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	add(m.Record)
+	for _, nd := range m.Nodes {
+		add(nd.Record)
+	}
+	return out
 }
 
 // Status reports every node and whether its process is running.

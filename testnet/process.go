@@ -45,6 +45,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--profile", m.profile(),
 		"--announce", m.Announce,
 		"--log-level", "info",
+		"--events", nd.Events(),
 	}
 	if m.NoPeerWait != "" {
 		args = append(args, "--no-peer-wait", m.NoPeerWait)

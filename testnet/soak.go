@@ -20,6 +20,7 @@ import (
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/node/events"
 )
 
 // SoakOptions configure a soak run: workflows kept running on every node for
@@ -104,19 +105,24 @@ type SoakSummary struct {
 	WorkflowMsP50 float64 `json:"workflow_ms_p50"`
 	WorkflowMsP99 float64 `json:"workflow_ms_p99"`
 
-	// FalseSuspicions counts "peer suspected" log lines: with no faults,
-	// each one is false.
+	// FalseSuspicions counts suspect events (package node/events): with no
+	// faults, each one is false.
 	FalseSuspicions int `json:"false_suspicions"`
-	// NeedlessReroutes counts "re-routing" log lines (a guardian re-sending
-	// a pack whose holder it thought silent).
+	// NeedlessReroutes counts reroute events (a guardian re-sending a pack
+	// whose holder it thought silent).
 	NeedlessReroutes int `json:"needless_reroutes"`
-	// JoinTakeovers counts join replicas that took over from a primary.
+	// JoinTakeovers counts join-takeover events: join replicas that took
+	// over from a primary.
 	JoinTakeovers int `json:"join_takeovers"`
-	// SparedByPing counts late holders that answered the confirmation ping.
+	// SparedByPing counts spared events: late holders that answered the
+	// confirmation ping.
 	SparedByPing int `json:"spared_by_ping"`
-	// Unconfirmed counts failed confirmations by reason (each became a
+	// Unconfirmed counts confirm-failed events by reason (each became a
 	// suspicion unless the holder beat meanwhile).
 	Unconfirmed map[string]int `json:"unconfirmed"`
+	// The figures below have no event: they are counted from the nodes'
+	// logs.
+
 	// StaleWatchesDropped counts watches found to guard nothing any more.
 	StaleWatchesDropped int `json:"stale_watches_dropped"`
 	// ReconciledCopiesDropped counts guard copies dropped because the live
@@ -153,7 +159,10 @@ type LoadSummary struct {
 	Samples int     `json:"samples"`
 }
 
-// SoakSuspicion is one false suspicion, from the suspecting node's log.
+// SoakSuspicion is one false suspicion: a suspect event of the suspecting
+// node. The suspect event does not say how long the peer was silent or what
+// it held: SilenceMs, Guarded and Joins come from the node's "peer
+// suspected" log line of the same instant (zero when it was not found).
 type SoakSuspicion struct {
 	Node      int    `json:"node"`
 	Peer      string `json:"peer"`
@@ -161,7 +170,7 @@ type SoakSuspicion struct {
 	Guarded   int    `json:"guarded"`
 	Joins     int    `json:"joins"`
 	At        string `json:"at"`
-	// Reason is the last confirmation failure this node logged for the
+	// Reason is the last confirm-failed event this node emitted for the
 	// peer before suspecting it.
 	Reason string `json:"reason,omitempty"`
 }
@@ -179,7 +188,8 @@ var soakService = regexp.MustCompile(`sleep[A-H]`)
 
 // Soak keeps PerNode workflows in flight at every node of the testnet for
 // For, injecting no faults, then waits for them and counts from the nodes'
-// logs what the failure detector did meanwhile.
+// events (and, for what has no event, their logs) what the failure
+// detector did meanwhile.
 func (m *Manifest) Soak(ctx context.Context, opts SoakOptions) (*SoakSummary, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -190,6 +200,7 @@ func (m *Manifest) Soak(ctx context.Context, opts SoakOptions) (*SoakSummary, er
 		Unconfirmed: map[string]int{}, NodesDown: []int{},
 	}
 	scan := newLogScanner(m)
+	evs := newSoakEvents(m)
 	clients := make([]*client.Client, len(m.Nodes))
 	defer func() {
 		for _, c := range clients {
@@ -305,11 +316,11 @@ wait:
 		case <-done:
 			break wait
 		case <-progress.C:
-			scan.scan()
+			evs.scan()
 			mu.Lock()
 			fmt.Fprintf(opts.Progress, "soak %s: %d submitted, %d completed, %d failed, %d lost, %d in flight; %d suspicions, %d re-routes, %d spared by ping; load %s\n",
 				time.Since(start).Round(time.Second), sum.Submitted, sum.Completed, sum.Failed, sum.Lost, inFlight,
-				scan.sum.FalseSuspicions, scan.sum.NeedlessReroutes, scan.sum.SparedByPing, loadNow())
+				evs.sum.FalseSuspicions, evs.sum.NeedlessReroutes, evs.sum.SparedByPing, loadNow())
 			mu.Unlock()
 		}
 	}
@@ -319,18 +330,25 @@ wait:
 	sum.Load = <-loads
 
 	scan.scan()
-	sum.FalseSuspicions = scan.sum.FalseSuspicions
-	sum.NeedlessReroutes = scan.sum.NeedlessReroutes
-	sum.JoinTakeovers = scan.sum.JoinTakeovers
-	sum.SparedByPing = scan.sum.SparedByPing
-	sum.Unconfirmed = scan.sum.Unconfirmed
+	evs.scan()
+	sum.FalseSuspicions = evs.sum.FalseSuspicions
+	sum.NeedlessReroutes = evs.sum.NeedlessReroutes
+	sum.JoinTakeovers = evs.sum.JoinTakeovers
+	sum.SparedByPing = evs.sum.SparedByPing
+	sum.Unconfirmed = evs.sum.Unconfirmed
 	sum.StaleWatchesDropped = scan.sum.StaleWatchesDropped
 	sum.ReconciledCopiesDropped = scan.sum.ReconciledCopiesDropped
 	sum.LateTicks = scan.sum.LateTicks
 	sum.LateConfirms = scan.sum.LateConfirms
 	sum.ErrorLines = scan.sum.ErrorLines
 	sum.Panics = scan.sum.Panics
-	sum.Suspicions = scan.sum.Suspicions
+	sum.Suspicions = evs.sum.Suspicions
+	for k := range sum.Suspicions {
+		x := &sum.Suspicions[k]
+		if d, ok := scan.suspected[suspicionKey{x.Node, x.Peer, x.At}]; ok {
+			x.SilenceMs, x.Guarded, x.Joins = d.SilenceMs, d.Guarded, d.Joins
+		}
+	}
 	for i := range m.Nodes {
 		if !m.alive(&m.Nodes[i]) {
 			sum.NodesDown = append(sum.NodesDown, i)
@@ -429,53 +447,98 @@ func sampleLoad(ctx context.Context, period time.Duration) LoadSummary {
 	}
 }
 
+// soakEvents reads the nodes' events files from where they were when it
+// was made, incrementally, and counts the failure detector's events.
+type soakEvents struct {
+	m    *Manifest
+	tail *eventTail
+	// reason is, per node and peer, the last confirm-failed reason.
+	reason map[[2]string]string
+	sum    SoakSummary
+}
+
+func newSoakEvents(m *Manifest) *soakEvents {
+	s := &soakEvents{m: m, tail: newEventTail(m), reason: map[[2]string]string{}}
+	s.sum.Unconfirmed = map[string]int{}
+	return s
+}
+
+// scan counts the events appended since the last scan.
+func (s *soakEvents) scan() {
+	sum := &s.sum
+	for _, e := range s.tail.poll() {
+		switch e.Type {
+		case events.Suspect:
+			sum.FalseSuspicions++
+			if len(sum.Suspicions) < 50 {
+				sum.Suspicions = append(sum.Suspicions, SoakSuspicion{
+					Node: s.m.index(e.Node), Peer: e.Peer, At: e.At.UTC().Format(time.RFC3339Nano),
+					Reason: s.reason[[2]string{e.Node, e.Peer}],
+				})
+			}
+		case events.Reroute:
+			sum.NeedlessReroutes++
+		case events.JoinTakeover:
+			sum.JoinTakeovers++
+		case events.Spared:
+			sum.SparedByPing++
+		case events.ConfirmFailed:
+			reason := e.Reason
+			if reason == "" {
+				reason = "other"
+			}
+			sum.Unconfirmed[reason]++
+			s.reason[[2]string{e.Node, e.Peer}] = reason
+		}
+	}
+}
+
 // logScanner reads the nodes' logs from where they were when it was made,
-// incrementally, and counts the failure detector's events.
+// incrementally, and counts what the nodes log but do not emit as events
+// (package node/events has no event for them): stale watches, reconciled
+// guard copies, late timers, errors and panics, and the details of each
+// suspicion (silence, guarded packs, joins).
 type logScanner struct {
 	m       *Manifest
 	offsets []int64
 	partial [][]byte
-	// reason is, per node and peer, the last confirmation failure logged.
-	reason []map[string]string
-	sum    SoakSummary
+	// suspected holds the details of every "peer suspected" line.
+	suspected map[suspicionKey]SoakSuspicion
+	sum       SoakSummary
+}
+
+// suspicionKey names one suspicion: the suspecting node, the peer and the
+// instant (as both the log line and the suspect event write it).
+type suspicionKey struct {
+	node int
+	peer string
+	at   string
 }
 
 func newLogScanner(m *Manifest) *logScanner {
 	s := &logScanner{
-		m:       m,
-		offsets: make([]int64, len(m.Nodes)),
-		partial: make([][]byte, len(m.Nodes)),
-		reason:  make([]map[string]string, len(m.Nodes)),
+		m:         m,
+		offsets:   make([]int64, len(m.Nodes)),
+		partial:   make([][]byte, len(m.Nodes)),
+		suspected: map[suspicionKey]SoakSuspicion{},
 	}
-	s.sum.Unconfirmed = map[string]int{}
 	for i, nd := range m.Nodes {
 		if fi, err := os.Stat(nd.Log); err == nil {
 			s.offsets[i] = fi.Size()
 		}
-		s.reason[i] = map[string]string{}
 	}
 	return s
 }
 
 var (
-	suspectedLine   = regexp.MustCompile(`msg="peer suspected" peer=(\S+) silence_ms=(\d+) guarded=(\d+) joins=(\d+) at=(\S+)`)
-	unconfirmedLine = regexp.MustCompile(`msg="holder not confirmed" peer=(\S+) reason="([^"]*)"`)
-	droppedLine     = regexp.MustCompile(`msg="dropped guard copies of work the holder had moved on from" .*dropped=(\d+)`)
+	suspectedLine = regexp.MustCompile(`msg="peer suspected" peer=(\S+) silence_ms=(\d+) guarded=(\d+) joins=(\d+) at=(\S+)`)
+	droppedLine   = regexp.MustCompile(`msg="dropped guard copies of work the holder had moved on from" .*dropped=(\d+)`)
 )
 
 // scan reads what every log gained since the last scan.
 func (s *logScanner) scan() {
 	for i, nd := range s.m.Nodes {
-		f, err := os.Open(nd.Log)
-		if err != nil {
-			continue
-		}
-		if _, err := f.Seek(s.offsets[i], io.SeekStart); err != nil {
-			f.Close()
-			continue
-		}
-		data, err := io.ReadAll(f)
-		f.Close()
+		data, err := readFrom(nd.Log, s.offsets[i])
 		if err != nil {
 			continue
 		}
@@ -499,30 +562,12 @@ func (s *logScanner) line(node int, line string) {
 	sum := &s.sum
 	switch {
 	case strings.Contains(line, `msg="peer suspected"`):
-		sum.FalseSuspicions++
-		if m := suspectedLine.FindStringSubmatch(line); m != nil && len(sum.Suspicions) < 50 {
+		if m := suspectedLine.FindStringSubmatch(line); m != nil {
 			silence, _ := strconv.Atoi(m[2])
 			guarded, _ := strconv.Atoi(m[3])
 			joins, _ := strconv.Atoi(m[4])
-			sum.Suspicions = append(sum.Suspicions, SoakSuspicion{
-				Node: node, Peer: m[1], SilenceMs: silence, Guarded: guarded, Joins: joins, At: m[5],
-				Reason: s.reason[node][shortPeer(m[1])],
-			})
+			s.suspected[suspicionKey{node, m[1], m[5]}] = SoakSuspicion{SilenceMs: silence, Guarded: guarded, Joins: joins}
 		}
-	case strings.Contains(line, "msg=re-routing "):
-		sum.NeedlessReroutes++
-	case strings.Contains(line, `msg="taking over join"`):
-		sum.JoinTakeovers++
-	case strings.Contains(line, `msg="late beats but the holder answers a ping"`):
-		sum.SparedByPing++
-	case strings.Contains(line, `msg="holder not confirmed"`):
-		reason := "other"
-		peer := ""
-		if m := unconfirmedLine.FindStringSubmatch(line); m != nil {
-			peer, reason = m[1], m[2]
-		}
-		sum.Unconfirmed[reason]++
-		s.reason[node][peer] = reason
 	case strings.Contains(line, `msg="dropped a stale watch"`):
 		sum.StaleWatchesDropped++
 	case strings.Contains(line, `msg="dropped guard copies of work the holder had moved on from"`):
@@ -541,12 +586,4 @@ func (s *logScanner) line(node int, line string) {
 	if strings.HasPrefix(line, "panic:") || strings.Contains(line, "fatal error:") {
 		sum.Panics++
 	}
-}
-
-// shortPeer is how node logs abbreviate a peer ID (rpc.ShortID).
-func shortPeer(id string) string {
-	if len(id) <= 12 {
-		return id
-	}
-	return id[len(id)-8:]
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,6 @@ type logWriter struct{ t *testing.T }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
-	w.t.Log(string(p))
+	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }

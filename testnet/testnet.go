@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/schedule"
 )
@@ -27,7 +29,11 @@ import (
 //   - sleep*   sleeps for the input field sleep_ms (ms, or an object by
 //     service name), else 100ms
 //   - anything else echoes its request (a no-op with a small output)
+//
+// Every invocation is recorded in RecordFile next to the services file, so
+// chaos runs count executions, not only outputs.
 const DefaultServices = `version: 1
+record: ` + RecordFile + `
 patterns:
   - {match: "fail*", kind: fail, probability: 1}
   - {match: "flaky*", kind: fail, probability: 0.5, seed: 1}
@@ -214,7 +220,8 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		return nil, fmt.Errorf("create testnet directory: %w", err)
 	}
 	services := filepath.Join(dir, "services.yaml")
-	if err := os.WriteFile(services, []byte(opts.Services), 0o644); err != nil {
+	servicesText, record := withRecord(opts.Services, dir)
+	if err := os.WriteFile(services, []byte(servicesText), 0o644); err != nil {
 		return nil, fmt.Errorf("write services file: %w", err)
 	}
 	var schedPath string
@@ -251,6 +258,7 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		Clock:     opts.Clock.String(),
 		Routing:   opts.Routing,
 		Keys:      keysPath,
+		Record:    record,
 	}
 	if opts.NoPeerWait > 0 {
 		m.NoPeerWait = opts.NoPeerWait.String()
@@ -272,6 +280,10 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		if opts.NodeServices != nil {
 			if text := opts.NodeServices(i); text != "" {
 				node.Services = filepath.Join(dir, "services-"+strconv.Itoa(i)+".yaml")
+				text, rec := withRecord(text, dir)
+				if rec != record {
+					node.Record = rec
+				}
 				if err := os.WriteFile(node.Services, []byte(text), 0o644); err != nil {
 					return nil, fmt.Errorf("write services file of node %d: %w", i, err)
 				}
@@ -322,6 +334,46 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	}
 	fmt.Fprintf(opts.Progress, "mesh connected: %d nodes in %d zones\n", len(m.Nodes), len(m.Zones))
 	return m, nil
+}
+
+// RecordFile is the invocation record file every testnet services file
+// names (relative to the testnet directory, where the services files are)
+// unless the caller's services text names its own.
+const RecordFile = "invocations.jsonl"
+
+// withRecord returns services text that names an invocation record file,
+// and that file's absolute path (relative paths are relative to dir, where
+// the services file is written). Text whose top level already has a record
+// field is returned unchanged; text that is not a YAML mapping that can take
+// one more top-level field is returned unchanged with no path (the node
+// reports what is wrong with it).
+func withRecord(text, dir string) (string, string) {
+	path, ok := topRecord(text)
+	if !ok {
+		added := strings.TrimRight(text, "\n") + "\nrecord: " + RecordFile + "\n"
+		if p, ok := topRecord(added); ok && p == RecordFile {
+			text, path = added, p
+		}
+	}
+	if path != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	return text, path
+}
+
+// topRecord returns the top-level record field of a services text, and
+// whether it has one.
+func topRecord(text string) (string, bool) {
+	var top map[string]any
+	if err := yaml.Unmarshal([]byte(text), &top); err != nil {
+		return "", false
+	}
+	v, ok := top["record"]
+	if !ok {
+		return "", false
+	}
+	s, _ := v.(string)
+	return s, true
 }
 
 // trustedKeysHeader starts DIR/trusted-keys.

@@ -30,22 +30,51 @@ func chaosCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "chaos",
 		Usage: "kill testnet nodes with SIGKILL while workflows run, and report what survived",
-		Description: `Submits workflows (sequence, FORK, sequence; every step a sleep), then kills real
-node processes with SIGKILL as the scenario says, restarts them, waits for every
-workflow and prints a summary: submitted, completed, failed, lost, duplicate_outputs,
-killed_pids, detection_ms_p50/p99 (kill to first suspicion, from the nodes' logs),
-makespan_ms, steps re-run.
+		Description: `Runs the chaos workflow once without faults (its result is the one every run must
+produce), submits --workflows copies of it
+   sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] sleepH
+(sleep* steps sleep --step-ms, one* steps echo and are at-most-once), then kills real
+node processes with SIGKILL as the scenario says, restarts them once every workflow
+ended, and prints a summary.
+
+Outputs, from the results: completed, failed, failed_at_most_once (failed with the
+at-most-once refusal: ended, not lost), lost, duplicate_outputs, result_mismatches,
+steps_rerun (superseded attempts in the traces), makespan_ms.
+Executions, from the invocation record (every service invocation appends a line before
+it runs) and the nodes' events files:
+   executions             invocations of the run's workflows
+   executions_duplicated  invocations of a step that started after the step had been
+                          handed on (a handed-on event, or an accepted, delivery or
+                          completed event whose after is the step); a re-run because
+                          the holder died before handing on is not counted
+   once_violations        invocations of an at-most-once step beyond its first
+   chains_superseded      reroute events
+   detection_ms_p50/p99   SIGKILL to the first suspect event naming the killed peer
 
 Scenarios:
-   executor     the peer running a step
-   consecutive  that peer and the peer that handed it the work, together
-   join-holder  a peer holding a FORK's join record
-   origin       the peer the workflows were submitted to
-   zone         every node of one zone at once
-   blackout     every node, then all restart
-   flap         random kills and restarts for --flap-for
-   timetable    no workflows: kill each zone at its cuts and restart it at its restores,
-                following the testnet's timetable for --for (see 'bedwe testnet follow')
+   executor          the peer running a step
+   consecutive       that peer and the peer that handed it the work, together
+   join-holder       a peer holding a FORK's join record
+   origin            the peer the workflows were submitted to
+   zone              every node of one zone at once
+   blackout          every node, then all restart
+   flap              random kills and restarts for --flap-for
+   sender-after-ack  the sender of the first pack accepted from a peer other than the
+                     entry, the moment the accepted event shows (it may not have
+                     released its guardians yet)
+   join-and-branch   a peer (not the entry) acting for a join, then 50 ms later the peer
+                     running branch 0 of that join's workflow
+   pair-random       two random peers (not the entry) holding work, at two random
+                     instants within the first three step durations
+   zone-plus-one     the zone of a peer holding work (not the entry's zone) plus one
+                     more peer holding work in another zone
+   timetable         no workflows: kill each zone at its cuts and restart it at its
+                     restores, following the testnet's timetable for --for (see
+                     'bedwe testnet follow')
+
+Exit status 2 when a workflow was lost or failed other than by the at-most-once
+refusal, or an output was counted twice, a result differs, an execution was
+duplicated or an at-most-once step ran twice.
 
 Examples:
    bedwe testnet chaos run --nodes 8 --scenario zone --workflows 10 -o json
@@ -119,16 +148,32 @@ func runChaos(c *cli.Context, m *testnet.Manifest) error {
 			return err
 		}
 	} else {
-		fmt.Printf("scenario %s on %d nodes: %d submitted, %d completed, %d failed, %d lost, %d duplicate outputs, %d results differ\n",
-			sum.Scenario, sum.Nodes, sum.Submitted, sum.Completed, sum.Failed, sum.Lost, sum.DuplicateOutputs, sum.ResultMismatches)
-		fmt.Printf("killed pids %v; detection p50 %.0f ms, p99 %.0f ms; %d steps re-run; makespan %d ms\n",
-			sum.KilledPIDs, sum.DetectionMsP50, sum.DetectionMsP99, sum.StepsRerun, sum.MakespanMs)
-		for _, e := range sum.Errors {
-			fmt.Println("  " + e)
-		}
+		printChaos(sum)
 	}
-	if sum.Lost > 0 || sum.Completed != sum.Submitted || sum.DuplicateOutputs > 0 {
+	if sum.Lost > 0 || sum.Completed+sum.FailedAtMostOnce != sum.Submitted || sum.DuplicateOutputs > 0 ||
+		sum.ResultMismatches > 0 || sum.ExecutionsDuplicated > 0 || sum.OnceViolations > 0 {
 		return cli.Exit("", 2)
 	}
 	return nil
+}
+
+// printChaos prints a chaos summary for people.
+func printChaos(sum *testnet.ChaosSummary) {
+	fmt.Printf("scenario %s on %d nodes (seed %d): %d submitted, %d completed, %d failed (%d at-most-once), %d lost\n",
+		sum.Scenario, sum.Nodes, sum.Seed, sum.Submitted, sum.Completed, sum.Failed, sum.FailedAtMostOnce, sum.Lost)
+	fmt.Printf("outputs: %d duplicate outputs, %d results differ, %d steps re-run\n",
+		sum.DuplicateOutputs, sum.ResultMismatches, sum.StepsRerun)
+	fmt.Printf("executions: %d, %d duplicated after hand-on, %d at-most-once violations, %d chains superseded\n",
+		sum.Executions, sum.ExecutionsDuplicated, sum.OnceViolations, sum.ChainsSuperseded)
+	fmt.Printf("killed nodes %v (pids %v); detection p50 %.0f ms, p99 %.0f ms over %d kills; makespan %d ms\n",
+		sum.KilledNodes, sum.KilledPIDs, sum.DetectionMsP50, sum.DetectionMsP99, sum.Detections, sum.MakespanMs)
+	for _, e := range sum.Errors {
+		fmt.Println("  error: " + e)
+	}
+	for _, d := range sum.ExecutionDetails {
+		fmt.Println("  " + d)
+	}
+	for _, n := range sum.Notes {
+		fmt.Println("  note: " + n)
+	}
 }

@@ -20,8 +20,9 @@ func soakCommand() *cli.Command {
 		Description: `Keeps --per-node workflows in flight at every node for --for (sequences and small
 FORKs of sleep steps of --min-step to --max-step each, so there are always held packs
 with guardians and heartbeats), kills nothing, waits for the workflows still running,
-and counts from the nodes' logs what the failure detector did meanwhile. With no faults
-every suspicion is false and every re-route needless.
+and counts from the nodes' events files (and, for what has no event, their logs) what
+the failure detector did meanwhile. With no faults every suspicion is false and every
+re-route needless.
 
 Without --dir it starts its own testnet (--nodes, --zones, --profile, --announce) and
 stops it afterwards; with --dir it uses a running one and leaves it running.

@@ -38,6 +38,9 @@ type Ack struct {
 	Code string `cbor:"2,keyasint,omitempty"`
 	// Error explains a refusal in words a user can act on.
 	Error string `cbor:"3,keyasint,omitempty"`
+	// Guardians (hand-off acks) are the guardians the receiver recruited
+	// besides the sender before it acknowledged.
+	Guardians []pack.Peer `cbor:"4,keyasint,omitempty"`
 }
 
 // Refusal codes in Ack.Code.
@@ -47,6 +50,9 @@ const (
 	CodeDraining       = "draining"
 	CodeCancelled      = "cancelled"
 	CodeInternal       = "internal"
+	// CodeSuperseded: the work belongs to a chain a guardian re-routed
+	// (a newer attempt of an earlier step is out): it stops here.
+	CodeSuperseded = "superseded"
 )
 
 // Delivery is a branch's end: its result for the join holder.
@@ -61,6 +67,9 @@ type Delivery struct {
 	// Attempt fences re-sent branches: a delivery with a lower attempt than
 	// one already recorded for the branch is stale.
 	Attempt int `cbor:"8,keyasint"`
+	// Settle is what the join holder settles before acknowledging (the
+	// release of the last step's guardians; see pack.Settle).
+	Settle []pack.Settle `cbor:"9,keyasint,omitempty"`
 }
 
 // OriginMsg is sent to a workflow's origin: either one progress event or the
@@ -75,6 +84,9 @@ type OriginMsg struct {
 	Error   string                     `cbor:"5,keyasint,omitempty"`
 	Outputs map[string]json.RawMessage `cbor:"6,keyasint,omitempty"`
 	Trace   []pack.TraceEntry          `cbor:"7,keyasint,omitempty"`
+	// Settle (completions) is what the origin settles before
+	// acknowledging (see pack.Settle).
+	Settle []pack.Settle `cbor:"8,keyasint,omitempty"`
 }
 
 // Client operations.
@@ -226,6 +238,12 @@ const (
 	// GuardJoinHandover (from a join primary draining before a power cut)
 	// makes the replica the acting holder of the join in Record.
 	GuardJoinHandover = "join-handover"
+	// GuardJoinActor (from a replica that took over) tells the other
+	// replicas it acts now (Holder): they watch it instead.
+	GuardJoinActor = "join-actor"
+	// GuardJoinBranch (from the peer that accepted a branch's first pack)
+	// tells a join holder that Branch is held by Holder at Attempt.
+	GuardJoinBranch = "join-branch"
 )
 
 // GuardMsg is one guardian request.
@@ -241,6 +259,7 @@ type GuardMsg struct {
 	Record   []byte     `cbor:"8,keyasint,omitempty"`
 	Delivery *Delivery  `cbor:"9,keyasint,omitempty"`
 	Origin   *OriginMsg `cbor:"10,keyasint,omitempty"`
+	Branch   int        `cbor:"11,keyasint,omitempty"`
 }
 
 // GuardReply answers a GuardMsg.

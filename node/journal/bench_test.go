@@ -78,20 +78,6 @@ func BenchmarkUpdate100x4KiB(b *testing.B) {
 	}
 }
 
-// BenchmarkPutIfAbsentSeen measures the dedupe check for a delivery key
-// that is already present (no write, so no fsync).
-func BenchmarkPutIfAbsentSeen(b *testing.B) {
-	j, _ := openTemp(b)
-	if _, err := j.PutIfAbsent(BucketSeen, "wf/3/0000000001", nil); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if added, err := j.PutIfAbsent(BucketSeen, "wf/3/0000000001", nil); err != nil || added {
-			b.Fatal(added, err)
-		}
-	}
-}
-
 // BenchmarkOpen measures Open of a journal holding 2,000 packs of 4 KiB
 // (8 MB), including the full-file consistency check.
 func BenchmarkOpen(b *testing.B) {

@@ -27,33 +27,41 @@ import (
 
 // Bucket names. Open creates all of them; any other name is an error.
 const (
-	// BucketPacks holds packs this node has acked and must run or forward.
-	// Keys come from PackKey.
+	// BucketPacks holds the state of packs this node has acked and must run
+	// or forward (small, rewritten as the step advances). Keys come from
+	// PackKey.
 	BucketPacks = "packs"
-	// BucketOutbox holds packs this node handed off and still covers until
-	// the successor hands off in turn or delivers.
+	// BucketPackBytes holds the encoded pack of each entry of BucketPacks,
+	// under the same key, written once (a pack grows along a workflow).
+	BucketPackBytes = "pack-bytes"
+	// BucketOutbox holds packs this node handed off and still covers (as
+	// their guardian) until it is released. Keys come from StepKey: one
+	// entry per step, whatever the attempt.
 	BucketOutbox = "outbox"
+	// BucketReleased holds tombstones of guard copies released (or
+	// re-routed past), keyed by StepKey, so a guardian that restarts still
+	// answers that the step moved on.
+	BucketReleased = "released"
 	// BucketJoins holds join records (and replicas of them) for patterns
-	// this node joins.
+	// this node joins, keyed by join ID.
 	BucketJoins = "joins"
-	// BucketWorkflows holds origin-side workflow records: status, result,
-	// trace.
+	// BucketWorkflows holds origin-side workflow records (and replicas of
+	// them): status, result, trace; keyed by workflow ID.
 	BucketWorkflows = "workflows"
-	// BucketSeen holds keys of deliveries already applied, for dedupe; see
-	// PutIfAbsent.
-	BucketSeen = "seen"
 	// BucketMeta holds small node-wide values (identity, schedule, format).
 	BucketMeta = "meta"
 )
 
 // Buckets returns every bucket name, in a fixed order.
 func Buckets() []string {
-	return []string{BucketPacks, BucketOutbox, BucketJoins, BucketWorkflows, BucketSeen, BucketMeta}
+	return []string{BucketPacks, BucketPackBytes, BucketOutbox, BucketReleased, BucketJoins, BucketWorkflows, BucketMeta}
 }
 
 // FormatVersion is the layout version recorded in BucketMeta under
 // FormatKey. Open refuses a journal written with another version.
-const FormatVersion = "1"
+// Version 2: keys from PackKey and StepKey, pack bytes in their own
+// bucket, join records of package node/join.
+const FormatVersion = "2"
 
 // FormatKey is the BucketMeta key that holds FormatVersion.
 const FormatKey = "journal.format"
@@ -202,7 +210,7 @@ func (j *Journal) init() error {
 		case v == nil:
 			return meta.Put([]byte(FormatKey), []byte(FormatVersion))
 		case string(v) != FormatVersion:
-			return fmt.Errorf("journal format %q, this bedwe reads format %q", v, FormatVersion)
+			return fmt.Errorf("journal format %q, this bedwe reads format %q: it was written by another bedwe version; run that version until its work has drained, or move the journal aside (what it holds is lost)", v, FormatVersion)
 		}
 		return nil
 	})
@@ -242,30 +250,6 @@ func (j *Journal) Get(bucket, key string) (value []byte, ok bool, err error) {
 // Delete removes key from bucket; removing an absent key is not an error.
 func (j *Journal) Delete(bucket, key string) error {
 	return j.Update(func(tx *Tx) error { return tx.Delete(bucket, key) })
-}
-
-// PutIfAbsent stores value under key unless the key exists, and reports
-// whether it stored it. Concurrent calls with one key: exactly one returns
-// true. Use it with BucketSeen to apply each delivery once.
-func (j *Journal) PutIfAbsent(bucket, key string, value []byte) (added bool, err error) {
-	// A key already seen is the common case for dedupe: answer it from a
-	// read transaction, which costs no commit and no fsync.
-	var present bool
-	err = j.View(func(tx *Tx) error {
-		b, err := tx.bucket(bucket)
-		if err == nil {
-			present = b.Get([]byte(key)) != nil
-		}
-		return err
-	})
-	if err != nil || present {
-		return false, err
-	}
-	err = j.Update(func(tx *Tx) error {
-		added, err = tx.PutIfAbsent(bucket, key, value)
-		return err
-	})
-	return added, err
 }
 
 // ForEach calls fn for every key in bucket in byte order of the keys, with

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -75,16 +74,16 @@ func TestPersistsAcrossCloseAndOpen(t *testing.T) {
 
 func TestGetAbsentAndEmptyValues(t *testing.T) {
 	j, _ := openTemp(t)
-	if v, ok, err := j.Get(BucketSeen, "nope"); v != nil || ok || err != nil {
+	if v, ok, err := j.Get(BucketPackBytes, "nope"); v != nil || ok || err != nil {
 		t.Errorf("Get(absent) = %v, %v, %v; want nil, false, nil", v, ok, err)
 	}
-	if err := j.Put(BucketSeen, "empty", nil); err != nil {
+	if err := j.Put(BucketPackBytes, "empty", nil); err != nil {
 		t.Fatal(err)
 	}
-	if v := mustGet(t, j, BucketSeen, "empty"); len(v) != 0 {
+	if v := mustGet(t, j, BucketPackBytes, "empty"); len(v) != 0 {
 		t.Errorf("empty value = %q", v)
 	}
-	if err := j.Delete(BucketSeen, "never-there"); err != nil {
+	if err := j.Delete(BucketPackBytes, "never-there"); err != nil {
 		t.Errorf("Delete(absent) = %v", err)
 	}
 }
@@ -198,50 +197,6 @@ func TestViewIsReadOnly(t *testing.T) {
 	}
 }
 
-func TestPutIfAbsent(t *testing.T) {
-	j, _ := openTemp(t)
-	added, err := j.PutIfAbsent(BucketSeen, "wf/2.1/0/3", []byte("first"))
-	if err != nil || !added {
-		t.Fatalf("first PutIfAbsent = %v, %v; want true, nil", added, err)
-	}
-	added, err = j.PutIfAbsent(BucketSeen, "wf/2.1/0/3", []byte("second"))
-	if err != nil || added {
-		t.Fatalf("second PutIfAbsent = %v, %v; want false, nil", added, err)
-	}
-	if got := mustGet(t, j, BucketSeen, "wf/2.1/0/3"); string(got) != "first" {
-		t.Errorf("value = %q, want the first one kept", got)
-	}
-}
-
-func TestPutIfAbsentConcurrentDedupe(t *testing.T) {
-	j, _ := openTemp(t, WithoutSync())
-	const workers, keys = 8, 20
-	var wins [keys]atomic.Int32
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range keys {
-				added, err := j.PutIfAbsent(BucketSeen, fmt.Sprintf("delivery-%02d", k), []byte{byte(w)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if added {
-					wins[k].Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for k := range keys {
-		if n := wins[k].Load(); n != 1 {
-			t.Errorf("delivery-%02d added %d times, want exactly once", k, n)
-		}
-	}
-}
-
 func TestForEachOrderAndPrefix(t *testing.T) {
 	j, _ := openTemp(t)
 	keys := []string{
@@ -310,7 +265,6 @@ func TestUnknownBucketAndBadKeys(t *testing.T) {
 		}),
 	}
 	_, _, checks["Get"] = j.Get("Packs", "k")
-	_, checks["PutIfAbsent"] = j.PutIfAbsent("x", "k", nil)
 	_, checks["Count"] = j.Count("x")
 	for op, err := range checks {
 		if !errors.Is(err, ErrUnknownBucket) {

@@ -18,6 +18,11 @@ func PackKey(workflowID, stepPath string, attempt int) string {
 	return fmt.Sprintf("%s/%s/%0*d", workflowID, stepPath, attemptDigits, attempt)
 }
 
+// StepKey is the key of a step in flight, whatever its attempt:
+// "WORKFLOW/STEPPATH". Guard copies (BucketOutbox) and the guard protocol
+// use it.
+func StepKey(workflowID, stepPath string) string { return workflowID + "/" + stepPath }
+
 // WorkflowPrefix is the key prefix shared by every PackKey of a workflow,
 // for ForEachPrefix.
 func WorkflowPrefix(workflowID string) string { return workflowID + "/" }

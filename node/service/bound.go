@@ -29,6 +29,7 @@ type bound struct {
 	timeout time.Duration // per attempt; 0 = none
 	expect  time.Duration
 	clock   clockwork.Clock // measures timeout
+	rec     *recorder       // nil: attempts are not recorded
 }
 
 // Kind implements Service.
@@ -37,14 +38,21 @@ func (b *bound) Kind() string { return b.r.kind() }
 // Expect implements Service.
 func (b *bound) Expect() time.Duration { return b.expect }
 
-// Invoke implements Service: it applies the per-attempt timeout, runs the
-// service, classifies errors and checks that the result is a JSON object.
+// Invoke implements Service: it records the attempt (when the file names a
+// record file), applies the per-attempt timeout, runs the service, classifies
+// errors and checks that the result is a JSON object. An attempt that cannot
+// be recorded is not run.
 func (b *bound) Invoke(ctx context.Context, req Request) (json.RawMessage, error) {
 	if req.Service == "" {
 		req.Service = b.name
 	}
 	if ctx.Err() != nil {
 		return nil, b.interrupted(ctx, 0, nil)
+	}
+	if b.rec != nil {
+		if err := b.rec.record(b.name, req); err != nil {
+			return nil, &Failure{Service: b.name, Cause: err.Error(), ExitCode: -1}
+		}
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

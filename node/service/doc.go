@@ -8,7 +8,8 @@
 // declared here. The package knows nothing about packs, peers, networks,
 // retries or journals: the node decides when to invoke, how often to retry and
 // what to do with the result. It never touches files other than the services
-// file it is asked to load and the commands that file declares.
+// file it is asked to load, the record file that file may name and the
+// commands that file declares.
 //
 // # The services file
 //
@@ -20,6 +21,7 @@
 // order.
 //
 //	version: 1
+//	record: calls.jsonl  # optional: log every invocation (see below)
 //	services:
 //	  # exec: run a command; it reads the JSON request on stdin and writes a
 //	  # JSON object on stdout. Non-zero exit is a failure. The command must be
@@ -60,6 +62,26 @@
 // and http). Unknown fields and kinds are rejected; every error carries the
 // line and column of the offending YAML node.
 //
+// # The record file
+//
+// When the file sets record (a path; a relative one is relative to the
+// services file's directory, or to the current directory for [Parse]), every
+// invocation of a service of the registry, explicit or pattern, of any kind,
+// appends one line of JSON, an [InvocationRecord], to that file before the
+// service runs:
+//
+//	{"at":"2025-01-02T03:04:05.123456789Z","workflow":"wf-1","step":"3/f1/0","service":"S1","attempt":2,"key":"wf-1:3/f1/0:2","peer":"12D3KooW...","once":false}
+//
+// A line says that an execution started, whatever its outcome, so a process
+// killed mid-step has already written it; an attempt whose context is done
+// before it starts runs nothing and writes nothing. Each line is one append
+// write, so several processes can share one file; there is no fsync. If the
+// file cannot be opened or written, Invoke returns a *[Failure] and does not
+// run the service. The record is for audits and reliability tests, which
+// count what happened rather than what was reported ([ReadRecords] reads it
+// back); it grows without bound, so it is meant for testnets and audits, not
+// for production peers.
+//
 // # Invocation
 //
 // [Service.Invoke] takes a [Request] and returns the service's JSON object or
@@ -93,6 +115,7 @@
 //	fileerror.go  Error and ErrorList
 //	registry.go   Registry, Lookup, patterns, Default, NewRegistry
 //	request.go    Request, Service, IdempotencyKey, result checks
+//	record.go     the record file: InvocationRecord, ReadRecords
 //	bound.go      per-attempt timeout and error classification; Func
 //	errors.go     Failure and Timeout
 //	exec_unix.go  exec: process groups, pipes, kill on timeout or cancel

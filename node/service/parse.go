@@ -76,14 +76,21 @@ func parse(data []byte, file string, opts []Option) (*Registry, error) {
 	if len(p.errs) > 0 {
 		return nil, p.errs
 	}
+	if p.recordPath != "" {
+		r.rec = &recorder{path: p.recordPath}
+		for _, s := range r.services {
+			s.(*bound).rec = r.rec
+		}
+	}
 	return r, nil
 }
 
 // parser walks the YAML tree of a services file, collecting errors.
 type parser struct {
-	file string
-	opts options
-	errs ErrorList
+	file       string
+	opts       options
+	errs       ErrorList
+	recordPath string // the record field, made absolute
 }
 
 // errorf records a problem at node n (nil: no position) in field.
@@ -166,8 +173,10 @@ func (p *parser) top(n *yaml.Node, r *Registry) {
 			p.services(v, r)
 		case "patterns":
 			p.patterns(v, r)
+		case "record":
+			p.recordPath = p.record(v)
 		default:
-			p.errorf(k, key, "unknown field (want version, services or patterns)")
+			p.errorf(k, key, "unknown field (want version, services, patterns or record)")
 		}
 	})
 	if !seenVersion {

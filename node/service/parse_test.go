@@ -150,7 +150,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing version", "services: {}\n", []string{"version: missing"}},
 		{"version 2", "version: 2\n", []string{`line 1:10: version: version 2 is not supported; this bedwe reads version 1`}},
 		{"version string", "version: one\n", []string{`want the number 1, got "one"`}},
-		{"unknown top field", "version: 1\nservice: {}\n", []string{"line 2:1: service: unknown field (want version, services or patterns)"}},
+		{"unknown top field", "version: 1\nservice: {}\n", []string{"line 2:1: service: unknown field (want version, services, patterns or record)"}},
 		{"yaml syntax", "version: 1\nservices:\n  a: b\n   c: d\n", []string{"line 4: YAML syntax: mapping values are not allowed in this context"}},
 		{"two documents", "version: 1\n---\nversion: 1\n", []string{"second YAML document"}},
 		{"duplicate key", "version: 1\nservices:\n  a: {kind: echo}\n  a: {kind: echo}\n", []string{"line 4:3: services.a: appears twice"}},
@@ -188,6 +188,11 @@ func TestParseErrors(t *testing.T) {
 		{"pattern without match", "version: 1\npatterns:\n  - {kind: echo}\n", []string{"line 3:5: patterns[0].match: missing"}},
 		{"pattern bad glob", "version: 1\npatterns:\n  - {match: \"S[\", kind: echo}\n", []string{`patterns[0].match: want a glob over service names`}},
 		{"pattern unknown field", "version: 1\npatterns:\n  - {match: \"*\", kind: echo, foo: 1}\n", []string{"patterns[0].foo: unknown field for kind echo (allowed: expect, kind, match, timeout)"}},
+		{"record empty", "version: 1\nrecord: \"\"\n", []string{`line 2:9: record: want the path of a file to append invocation records to, got ""`}},
+		{"record a list", "version: 1\nrecord: [a.jsonl]\n", []string{"line 2:9: record: want the path of a file to append invocation records to, got a list"}},
+		{"record a number", "version: 1\nrecord: 5\n", []string{"line 2:9: record: want the path of a file to append invocation records to, got 5"}},
+		{"record null", "version: 1\nrecord:\nservices: {}\n", []string{"line 2:8: record: want the path of a file to append invocation records to, got nothing"}},
+		{"record twice", "version: 1\nrecord: a\nrecord: b\n", []string{"line 3:1: record: appears twice"}},
 		{"several errors at once", "version: 1\nservices:\n  a: {kind: nope}\n  b: {kind: sleep}\n", []string{"services.a.kind: unknown kind", "services.b.duration: missing"}},
 	}
 	for _, tt := range tests {

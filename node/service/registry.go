@@ -15,6 +15,7 @@ import (
 type Registry struct {
 	services map[string]Service
 	patterns []pattern
+	rec      *recorder // nil: no record file
 }
 
 // pattern declares a service for every name matching a glob.
@@ -98,7 +99,7 @@ func (r *Registry) Lookup(name string) (Service, bool) {
 	}
 	for _, p := range r.patterns {
 		if ok, _ := path.Match(p.match, name); ok {
-			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock}, true
+			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock, rec: r.rec}, true
 		}
 	}
 	return nil, false

@@ -32,6 +32,9 @@ type Request struct {
 	// Attrs are the step's attributes as written in the workflow
 	// (S1[sleep=2s] gives {"sleep": "2s"}); services may read them.
 	Attrs map[string]string `json:"attrs,omitempty"`
+	// Peer is the libp2p peer ID of the peer running this attempt; the node
+	// fills it in. The record file (see the package doc) logs it.
+	Peer string `json:"peer,omitempty"`
 }
 
 // IdempotencyKey returns the key that names one attempt of one step of one

@@ -78,7 +78,10 @@ func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
 		}
 		out = append(out, PackRow{Hop: hop, Remaining: len(p.Workflow.Steps), Outputs: len(p.Outputs), Trace: len(p.Trace), DataBytes: data, Bytes: len(b)})
 
-		head := p.Workflow.Steps[0].(*grammar.Service)
+		head, err := p.Head()
+		if err != nil {
+			return nil, err
+		}
 		echo, err := echoOutput(p, head)
 		if err != nil {
 			return nil, err

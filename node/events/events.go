@@ -1,0 +1,135 @@
+// Package events records what a node's reliability core did, as one JSON
+// object per line in a file the node appends to (bedwe node --events FILE).
+//
+// The events are for counting, not for reading: testnets, chaos runs and
+// soaks read them instead of parsing log text, so a reliability figure
+// ("steps re-routed", "executions after a step was handed on", "detection
+// time") is computed from what the node did. Each event is written with one
+// write call on a file opened for appending, so several processes may share
+// a file and a SIGKILL loses nothing already written (no fsync: the events
+// count what happened, they are not the node's durable state, which lives in
+// its journal).
+//
+// The file grows without bound: it is meant for testnets and for short
+// investigations, not for a board left running for months.
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bedwe/bedwe/internal/jsonl"
+)
+
+// Types of event.
+const (
+	// Suspect: the failure detector declared Peer silent.
+	Suspect = "suspect"
+	// Spared: Peer's beats were late but it answered a ping.
+	Spared = "spared"
+	// ConfirmFailed: a late Peer was not confirmed alive (Reason says why).
+	ConfirmFailed = "confirm-failed"
+	// Accepted: this node journaled a pack whose head is Step at Attempt,
+	// sent by From; After is the step the pack's sender ran just before
+	// (the last entry of its trace), empty when none.
+	Accepted = "accepted"
+	// HandedOn: this node ran (or dispatched) Step at Attempt and the next
+	// holder, join or origin (To) acknowledged what followed it.
+	HandedOn = "handed-on"
+	// Reroute: a guardian re-sent Step with the new Attempt because its
+	// holder (Peer) went silent or handed it back; Reason says which.
+	Reroute = "reroute"
+	// Superseded: this node dropped held work of Step at Attempt because a
+	// guardian re-routed it (the chain it belonged to stops here).
+	Superseded = "superseded"
+	// Delivery: a join holder recorded (or, Stale, refused as already
+	// counted) the end of Branch of Join, whose last step was After.
+	Delivery = "delivery"
+	// JoinTakeover: a join replica started acting for Join.
+	JoinTakeover = "join-takeover"
+	// JoinCopy: this node stored a replica of Join (rank Branch) for its
+	// primary Peer.
+	JoinCopy = "join-copy"
+	// Completed: the origin (or an origin replica) recorded the end of
+	// Workflow; After is the last step of the chain that ended it, Stale a
+	// completion that arrived after the first.
+	Completed = "completed"
+)
+
+// Event is one line of the events file. Fields that do not apply to a type
+// are left empty.
+type Event struct {
+	At       time.Time `json:"at"`
+	Type     string    `json:"type"`
+	Node     string    `json:"node,omitempty"`
+	Workflow string    `json:"workflow,omitempty"`
+	Step     string    `json:"step,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	Peer     string    `json:"peer,omitempty"`
+	From     string    `json:"from,omitempty"`
+	To       string    `json:"to,omitempty"`
+	After    string    `json:"after,omitempty"`
+	Join     string    `json:"join,omitempty"`
+	Branch   int       `json:"branch,omitempty"`
+	Stale    bool      `json:"stale,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// Log appends events to a file. A nil *Log discards them, so the node calls
+// Emit unconditionally.
+type Log struct {
+	node string
+	mu   sync.Mutex
+	f    *os.File
+}
+
+// Open opens (creating it if needed) the events file at path for
+// appending; node is this peer's ID, stamped on every event.
+func Open(path, node string) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("events file: %w", err)
+	}
+	return &Log{node: node, f: f}, nil
+}
+
+// Emit appends e, stamped with the time and this node, as one line. Write
+// errors are dropped: the events are a record for tests, never a reason to
+// stop the node.
+func (l *Log) Emit(e Event) {
+	if l == nil {
+		return
+	}
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	e.Node = l.node
+	line, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.f.Write(line)
+}
+
+// Close closes the file.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
+}
+
+// Read returns the events in the file at path, in file order. A torn last
+// line (the writer was killed mid-write) is skipped; any other line that
+// does not parse is an error naming its line number.
+func Read(path string) ([]Event, error) {
+	return jsonl.Read[Event](path)
+}

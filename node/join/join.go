@@ -1,0 +1,835 @@
+// Package join is the decision core of a join: the record a peer keeps for
+// a FORK, FIRST or FAILOVER it split (or a copy of one it replicates), and
+// the rules that say what each event does to it. It does no I/O and takes
+// no lock: Step takes one event and returns a Ready that says what the node
+// must do, in order (the shape of etcd's raft Step/Ready):
+//
+//  1. persist the record (Ready.Persist) — and refuse the event if that fails;
+//  2. send Ready.Replicate to every other holder and wait for their answers;
+//  3. answer the sender (Ready.Ack);
+//  4. start the asynchronous work: cancel losing branches, start the next
+//     FAILOVER branch, move the continuation on, tell replicas it moved.
+//
+// # Copies and roles
+//
+// A join has k+1 copies: the primary (the peer that split the pattern) and
+// k replicas, in distinct zones where the mesh allows, never on a peer that
+// runs one of the join's branches. Exactly one copy acts (decides and
+// forwards); the others record. Each copy is in one [Role]:
+//
+//	Primary     the splitting peer, acting
+//	Recovering  a restarted primary that asks its replicas whether one took
+//	            over; it refuses deliveries until it knows
+//	Replica     a passive copy; Rank orders the replicas
+//	Acting      a replica that took over (the acting copy went silent, a
+//	            branch end could reach only this copy, or a hand-over)
+//	Moved       a copy that handed over or was taken over: it never acts
+//	            again and refuses deliveries so they go on to the next holder
+//
+// and in one [Phase]: Open (waiting for branch ends), Decided (the outcome
+// is known; the continuation is being moved on) and Forwarded (the next
+// holder, join or origin acknowledged the continuation; nothing is left).
+//
+// # Invariants
+//
+//   - J1 (one result per branch): a branch's result is recorded once per
+//     attempt; a delivery with an attempt not newer than the recorded one,
+//     or any delivery after the outcome is decided, is acknowledged and
+//     ignored. The outcome, once decided, never changes.
+//   - J2 (durable before acknowledged): an acting copy acknowledges a
+//     branch end only after it persisted the result and sent it to its
+//     replicas (Ready.Persist, then Ready.Replicate, then Ready.Ack); a
+//     replica acknowledges an update only after persisting it.
+//   - J3 (one actor): a passive replica acts only when every copy ranked
+//     before it is silent or gone: the first replica on the acting copy's
+//     silence, a later one only after asking the earlier ones
+//     (Ready.AskEarlier). A Moved or Recovering copy never acts.
+//   - J4 (forward once per copy): a copy asks for the continuation to be
+//     moved on once per time it becomes the actor of a decided join, and
+//     Forwarded is final.
+//   - J5 (one split per chain): before any branch starts, the acting copy
+//     settles Split — it releases the guardians of the step before the
+//     pattern, and a guardian that had re-routed that step answers that
+//     the split is superseded, which abandons the join. A release and a
+//     re-route are decided atomically at each guardian, so of a late
+//     re-route and this join exactly one goes on.
+//   - J6 (each branch started once): a branch's first holder registers
+//     with every copy before it acknowledges the pack (BranchStarted), so a
+//     copy that takes over starts only branches nobody holds and none has
+//     ended.
+//
+// The node owns persistence, the network and timers; tests in this package
+// drive the machine with scripted events (testdata/*.txt) and compare what
+// it says to do.
+package join
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Role is what a copy of a join does.
+type Role uint8
+
+// The roles (see the package doc).
+const (
+	RolePrimary Role = iota + 1
+	RoleRecovering
+	RoleReplica
+	RoleActing
+	RoleMoved
+)
+
+var roleNames = map[Role]string{RolePrimary: "primary", RoleRecovering: "recovering", RoleReplica: "replica", RoleActing: "acting", RoleMoved: "moved"}
+
+func (r Role) String() string {
+	if s, ok := roleNames[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Phase is how far the pattern is.
+type Phase uint8
+
+// The phases (see the package doc).
+const (
+	PhaseOpen Phase = iota + 1
+	PhaseDecided
+	PhaseForwarded
+	// PhaseAbandoned: the split turned out to be superseded (a guardian
+	// re-routed the step before it, so another chain splits again); this
+	// join never acts.
+	PhaseAbandoned
+)
+
+var phaseNames = map[Phase]string{PhaseOpen: "open", PhaseDecided: "decided", PhaseForwarded: "forwarded", PhaseAbandoned: "abandoned"}
+
+func (p Phase) String() string {
+	if s, ok := phaseNames[p]; ok {
+		return s
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Body is a branch or continuation: canonical workflow text plus the
+// service paths in source order (the node parses it).
+type Body struct {
+	Text  string   `cbor:"1,keyasint"`
+	Paths []string `cbor:"2,keyasint"`
+}
+
+// Result is one branch's end as recorded.
+type Result struct {
+	OK      bool                       `cbor:"1,keyasint"`
+	Error   string                     `cbor:"2,keyasint,omitempty"`
+	Outputs map[string]json.RawMessage `cbor:"3,keyasint,omitempty"`
+	Trace   []pack.TraceEntry          `cbor:"4,keyasint,omitempty"`
+	Attempt int                        `cbor:"5,keyasint"`
+}
+
+// Record is the persisted state of one copy of a join. The first fields
+// are fixed at the split and identical on every copy.
+type Record struct {
+	ID         string                     `cbor:"1,keyasint"`
+	WorkflowID string                     `cbor:"2,keyasint"`
+	Kind       pack.FrameKind             `cbor:"3,keyasint"`
+	Branches   []*Body                    `cbor:"4,keyasint"`
+	Rest       *Body                      `cbor:"5,keyasint,omitempty"`
+	Origin     []pack.Peer                `cbor:"6,keyasint"`
+	Input      json.RawMessage            `cbor:"7,keyasint,omitempty"`
+	Outputs    map[string]json.RawMessage `cbor:"8,keyasint,omitempty"`
+	Trace      []pack.TraceEntry          `cbor:"9,keyasint,omitempty"`
+	Frames     []pack.Frame               `cbor:"10,keyasint,omitempty"`
+	Created    time.Time                  `cbor:"11,keyasint"`
+	// Replicas are the replica copies in rank order (never the primary).
+	Replicas []pack.Peer `cbor:"12,keyasint,omitempty"`
+	// Split is what the pack that was split asked its receiver to settle
+	// (the release of the guardians of the step before the pattern): the
+	// copy that acts settles it before it starts any branch, and learns
+	// there whether its chain was superseded.
+	Split []pack.Settle `cbor:"13,keyasint,omitempty"`
+
+	// Results holds the branch ends recorded so far, by branch index.
+	Results map[int]*Result `cbor:"20,keyasint,omitempty"`
+	// Next is the FAILOVER branch in progress.
+	Next int `cbor:"21,keyasint"`
+	// Phase, and once decided: OK, Error and the Winners whose outputs
+	// continue.
+	Phase   Phase  `cbor:"22,keyasint"`
+	OK      bool   `cbor:"23,keyasint,omitempty"`
+	Error   string `cbor:"24,keyasint,omitempty"`
+	Winners []int  `cbor:"25,keyasint,omitempty"`
+	// Started records, per branch, the peer that accepted its first pack
+	// (it registered itself with every holder before acknowledging).
+	Started map[int]Start `cbor:"26,keyasint,omitempty"`
+	// SplitSettled is set once Split was settled without being superseded.
+	SplitSettled bool `cbor:"27,keyasint,omitempty"`
+
+	// Role of this copy; Rank is its place among the replicas (0 first).
+	Role Role `cbor:"30,keyasint"`
+	Rank int  `cbor:"31,keyasint,omitempty"`
+	// Actor is the copy this one believes acts (for a passive or moved
+	// copy: whom it watches, or whom branch ends should go to).
+	Actor pack.Peer `cbor:"32,keyasint,omitempty"`
+}
+
+// Start says who holds a started branch.
+type Start struct {
+	Holder  pack.Peer `cbor:"1,keyasint"`
+	Attempt int       `cbor:"2,keyasint"`
+}
+
+// Join is one copy of a join and its rules.
+type Join struct {
+	rec Record
+}
+
+// New returns the primary copy of a new join. rec must carry the fields
+// fixed at the split; its Replicas are those that accepted a copy.
+func New(rec Record, self pack.Peer) *Join {
+	rec.Role, rec.Phase, rec.Actor = RolePrimary, PhaseOpen, self
+	if rec.Results == nil {
+		rec.Results = map[int]*Result{}
+	}
+	return &Join{rec: rec}
+}
+
+// Clone returns an independent copy: the node steps a clone, persists its
+// record, and only then keeps it, so a failed write leaves the copy as it
+// was.
+func (j *Join) Clone() *Join { return &Join{rec: j.Record()} }
+
+// Actor is the copy this one believes acts.
+func (j *Join) Actor() pack.Peer { return j.rec.Actor }
+
+// WorkflowID is the workflow the join belongs to.
+func (j *Join) WorkflowID() string { return j.rec.WorkflowID }
+
+// Replicas are the replica copies in rank order.
+func (j *Join) Replicas() []pack.Peer { return append([]pack.Peer{}, j.rec.Replicas...) }
+
+// ReplicaCopy is the record a primary sends to the replica of rank rank.
+func (j *Join) ReplicaCopy(rank int) Record {
+	cp := j.rec
+	cp.Role, cp.Rank = RoleReplica, rank
+	cp.Results = copyResults(j.rec.Results)
+	cp.Started = copyStarted(j.rec.Started)
+	return cp
+}
+
+// Load returns a copy read back from the journal after a restart: an
+// acting copy that has replicas and has not forwarded recovers first (it
+// asks them whether one took over while it was down).
+func Load(rec Record) *Join {
+	if rec.Results == nil {
+		rec.Results = map[int]*Result{}
+	}
+	j := &Join{rec: rec}
+	if rec.Role == RolePrimary && rec.Phase != PhaseForwarded && len(rec.Replicas) > 0 {
+		j.rec.Role = RoleRecovering
+	}
+	return j
+}
+
+// FromReplicaCopy returns a passive copy from what its primary sent.
+func FromReplicaCopy(rec Record) *Join {
+	if rec.Results == nil {
+		rec.Results = map[int]*Result{}
+	}
+	rec.Role = RoleReplica
+	return &Join{rec: rec}
+}
+
+// Resume says what a copy read back from the journal (Load) must do
+// first: a recovering primary asks its replicas; an acting copy of a
+// decided join forwards it again (its forwarding was not acknowledged
+// before the restart); a passive copy watches its actor.
+func (j *Join) Resume() Ready {
+	r := none()
+	switch {
+	case j.rec.Role == RoleRecovering:
+		r.AskReplicas = true
+	case j.Acting():
+		return j.act(r)
+	case j.rec.Role == RoleReplica && j.rec.Phase != PhaseForwarded && j.rec.Phase != PhaseAbandoned:
+		r.Watch = true
+	}
+	return r
+}
+
+// Record returns the state to persist (a copy the caller may keep).
+func (j *Join) Record() Record {
+	cp := j.rec
+	cp.Results = copyResults(j.rec.Results)
+	cp.Started = copyStarted(j.rec.Started)
+	return cp
+}
+
+// ID is the join's ID.
+func (j *Join) ID() string { return j.rec.ID }
+
+// Role is this copy's role.
+func (j *Join) Role() Role { return j.rec.Role }
+
+// Phase is the pattern's phase.
+func (j *Join) Phase() Phase { return j.rec.Phase }
+
+// Acting reports whether this copy decides and forwards.
+func (j *Join) Acting() bool { return j.rec.Role == RolePrimary || j.rec.Role == RoleActing }
+
+// Pending reports whether this copy still has work: it acts and the
+// continuation has not been acknowledged.
+func (j *Join) Pending() bool {
+	return j.Acting() && (j.rec.Phase == PhaseOpen || j.rec.Phase == PhaseDecided)
+}
+
+// Watching returns the peer a passive copy watches (the actor) and whether
+// it watches anyone.
+func (j *Join) Watching() (pack.Peer, bool) {
+	if j.rec.Role == RoleReplica && (j.rec.Phase == PhaseOpen || j.rec.Phase == PhaseDecided) && j.rec.Actor.ID != "" {
+		return j.rec.Actor, true
+	}
+	return pack.Peer{}, false
+}
+
+// Holders lists the peers a branch end may deliver to, in order: the
+// primary, then the replicas.
+func Holders(primary pack.Peer, replicas []pack.Peer) []pack.Peer {
+	return append([]pack.Peer{primary}, replicas...)
+}
+
+// Others are the holders an acting copy replicates to: every replica but
+// itself.
+func (j *Join) Others(self string) []pack.Peer {
+	var out []pack.Peer
+	for _, r := range j.rec.Replicas {
+		if r.ID != self {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Earlier are the replicas ranked before this one (asked before it acts).
+func (j *Join) Earlier() []pack.Peer {
+	if j.rec.Rank <= 0 || j.rec.Rank > len(j.rec.Replicas) {
+		return nil
+	}
+	return append([]pack.Peer{}, j.rec.Replicas[:j.rec.Rank]...)
+}
+
+func copyStarted(m map[int]Start) map[int]Start {
+	if m == nil {
+		return nil
+	}
+	out := make(map[int]Start, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func copyResults(m map[int]*Result) map[int]*Result {
+	out := make(map[int]*Result, len(m))
+	for k, v := range m {
+		r := *v
+		out[k] = &r
+	}
+	return out
+}
+
+// Refusal classifies an Ack that refuses.
+type Refusal uint8
+
+// Refusals.
+const (
+	// RefuseNone: the event was taken.
+	RefuseNone Refusal = iota
+	// RefuseMoved: this copy no longer acts; deliver to the next holder.
+	RefuseMoved
+	// RefuseRecovering: ask again shortly (a restarted primary is checking
+	// with its replicas).
+	RefuseRecovering
+	// RefuseNotActing: an update reached a copy that is not passive.
+	RefuseNotActing
+)
+
+// Ack is the answer to the event's sender.
+type Ack struct {
+	OK      bool
+	Refusal Refusal
+	Error   string
+}
+
+// Ready is what the node must do after a Step, in field order.
+type Ready struct {
+	// Persist: write Record() to the journal; on error, refuse the event
+	// (Ack with the error) and do nothing else.
+	Persist bool
+	// Replicate: send this branch end to every other holder (Others) and
+	// wait for their answers before acknowledging.
+	Replicate *Deliver
+	// Ack answers the sender of a Deliver or Update.
+	Ack Ack
+	// Cancel lists branches to cancel (FORK failed, FIRST won).
+	Cancel []int
+	// SettleSplit: settle Record().Split with its peers, then
+	// Step(SplitSettled{...}).
+	SettleSplit bool
+	// StartBranches are branches to dispatch now (never started, or the
+	// next FAILOVER branch).
+	StartBranches []int
+	// Forward: move the continuation on (merged outputs, or the failure up
+	// a level); then Step(ForwardDone{}).
+	Forward bool
+	// NotifyForwarded: tell every other holder the continuation moved on.
+	NotifyForwarded bool
+	// AskEarlier: ask the earlier-ranked replicas (Earlier) whether one
+	// acts, then Step(EarlierAnswered{...}).
+	AskEarlier bool
+	// AskReplicas: (recovering primary) ask every replica whether it took
+	// over, then Step(Recovered{...}).
+	AskReplicas bool
+	// Unwatch: stop watching the actor (nothing left to watch it for).
+	Unwatch bool
+	// Watch: watch the actor (a new one).
+	Watch bool
+	// TookOver: this copy just started acting (log and count it).
+	TookOver string
+}
+
+func none() Ready { return Ready{Ack: Ack{OK: true}} }
+
+// Event is something that happened to a copy of a join.
+type Event interface{ isEvent() }
+
+// Deliver is a branch end arriving from the branch's last holder.
+type Deliver struct {
+	Branch  int
+	Attempt int
+	OK      bool
+	Error   string
+	Outputs map[string]json.RawMessage
+	Trace   []pack.TraceEntry
+}
+
+// Update is a branch end the acting copy recorded, sent to a replica.
+type Update struct{ Deliver Deliver }
+
+// ActorSilent says the failure detector declared the actor silent.
+type ActorSilent struct{ Why string }
+
+// EarlierAnswered says what the earlier-ranked replicas said: Acting is
+// the first that acts (or is alive and passive, so it will act), Reached
+// whether any answered at all.
+type EarlierAnswered struct {
+	Acting  *pack.Peer
+	Reached bool
+}
+
+// ForwardDone says the continuation was acknowledged by its next holder.
+type ForwardDone struct{}
+
+// ActorForwarded (on a passive copy) says the actor moved the
+// continuation on.
+type ActorForwarded struct{}
+
+// HandedOver (on the acting copy) says the replica To accepted to act in
+// its place (a drain before a power cut).
+type HandedOver struct{ To pack.Peer }
+
+// TakeHandOver (on a replica) makes it act with the actor's latest record.
+type TakeHandOver struct {
+	Record Record
+	From   pack.Peer
+}
+
+// Recovered (on a recovering primary) says what its replicas said: TakenBy
+// is the replica that acts now, or nil when none took over.
+type Recovered struct{ TakenBy *pack.Peer }
+
+// NewActor (on a passive copy) says another replica started acting.
+type NewActor struct{ Actor pack.Peer }
+
+// BranchStarted says the peer Holder accepted the first pack of Branch
+// at Attempt (it tells every holder before it acknowledges the pack).
+type BranchStarted struct {
+	Branch  int
+	Holder  pack.Peer
+	Attempt int
+}
+
+// SplitSettled says how settling Split went: Superseded when a guardian
+// of the step before the pattern had re-routed it.
+type SplitSettled struct{ Superseded bool }
+
+func (Deliver) isEvent()         {}
+func (Update) isEvent()          {}
+func (ActorSilent) isEvent()     {}
+func (EarlierAnswered) isEvent() {}
+func (ForwardDone) isEvent()     {}
+func (ActorForwarded) isEvent()  {}
+func (HandedOver) isEvent()      {}
+func (TakeHandOver) isEvent()    {}
+func (Recovered) isEvent()       {}
+func (NewActor) isEvent()        {}
+func (BranchStarted) isEvent()   {}
+func (SplitSettled) isEvent()    {}
+
+// Step applies one event and says what to do. self is this peer.
+func (j *Join) Step(ev Event, self pack.Peer) Ready {
+	switch ev := ev.(type) {
+	case Deliver:
+		return j.deliver(ev, self)
+	case Update:
+		if j.rec.Role != RoleReplica && j.rec.Role != RoleMoved {
+			if j.Acting() {
+				// An old actor's update reaching the new actor: record it
+				// like a branch end (it was accepted, so it must count).
+				return j.deliver(ev.Deliver, self)
+			}
+			return Ready{Ack: Ack{Refusal: RefuseNotActing, Error: "join " + j.rec.ID + " is " + j.rec.Role.String() + " here"}}
+		}
+		r := j.record(ev.Deliver)
+		return r
+	case ActorSilent:
+		if _, watching := j.Watching(); !watching {
+			return none()
+		}
+		if j.rec.Rank > 0 {
+			r := none()
+			r.AskEarlier = true
+			return r
+		}
+		return j.takeOver(self, ev.Why)
+	case EarlierAnswered:
+		if _, watching := j.Watching(); !watching {
+			return none()
+		}
+		if ev.Acting != nil {
+			if ev.Acting.ID == j.rec.Actor.ID {
+				return none()
+			}
+			j.rec.Actor = *ev.Acting
+			r := none()
+			r.Persist, r.Watch = true, true
+			return r
+		}
+		return j.takeOver(self, "the actor and every earlier replica are silent")
+	case ForwardDone:
+		if !j.Acting() || j.rec.Phase != PhaseDecided {
+			return none()
+		}
+		j.rec.Phase = PhaseForwarded
+		r := none()
+		r.Persist, r.NotifyForwarded = true, true
+		return r
+	case ActorForwarded:
+		if j.Acting() || j.rec.Phase == PhaseForwarded || j.rec.Phase == PhaseAbandoned {
+			return none()
+		}
+		j.rec.Phase = PhaseForwarded
+		r := none()
+		r.Persist, r.Unwatch = true, true
+		return r
+	case HandedOver:
+		if !j.Acting() || j.rec.Phase == PhaseForwarded {
+			return none()
+		}
+		j.rec.Role, j.rec.Actor = RoleMoved, ev.To
+		r := none()
+		r.Persist = true
+		return r
+	case TakeHandOver:
+		if j.rec.Phase == PhaseForwarded || j.Acting() {
+			return none() // nothing to take, or we act already
+		}
+		rec := ev.Record
+		if rec.Results == nil {
+			rec.Results = map[int]*Result{}
+		}
+		rec.Role, rec.Actor, rec.Rank = RoleActing, self, j.rec.Rank
+		j.rec = rec
+		r := none()
+		r.Persist, r.Unwatch, r.TookOver = true, true, "the acting copy handed the join over before a power cut"
+		if rec.Phase == PhaseDecided {
+			r.Forward = true
+		}
+		return r // branches of an open join are held already: the hand-over copies their starts
+	case Recovered:
+		if j.rec.Role != RoleRecovering {
+			return none()
+		}
+		if ev.TakenBy != nil {
+			j.rec.Role, j.rec.Actor = RoleMoved, *ev.TakenBy
+			r := none()
+			r.Persist = true
+			return r
+		}
+		j.rec.Role = RolePrimary
+		return j.act(none())
+	case BranchStarted:
+		if j.rec.Phase != PhaseOpen || ev.Branch < 0 || ev.Branch >= len(j.rec.Branches) {
+			return none()
+		}
+		if old, ok := j.rec.Started[ev.Branch]; ok && old.Attempt > ev.Attempt {
+			return none()
+		}
+		if j.rec.Started == nil {
+			j.rec.Started = map[int]Start{}
+		}
+		j.rec.Started[ev.Branch] = Start{Holder: ev.Holder, Attempt: ev.Attempt}
+		r := none()
+		r.Persist = true
+		return r
+	case SplitSettled:
+		if !j.Acting() || j.rec.Phase != PhaseOpen || j.rec.SplitSettled {
+			return none()
+		}
+		r := none()
+		r.Persist = true
+		if ev.Superseded {
+			j.rec.Phase = PhaseAbandoned
+			r.NotifyForwarded = true // the other copies stop too
+			return r
+		}
+		j.rec.SplitSettled = true
+		r.StartBranches = j.unstarted()
+		return r
+	case NewActor:
+		if j.rec.Role != RoleReplica || ev.Actor.ID == j.rec.Actor.ID {
+			return none()
+		}
+		j.rec.Actor = ev.Actor
+		r := none()
+		r.Persist, r.Watch = true, true
+		return r
+	}
+	return none()
+}
+
+// deliver handles a branch end reaching this copy directly.
+func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
+	if j.rec.Phase == PhaseAbandoned {
+		return none() // a branch of a superseded split: it stops here
+	}
+	switch j.rec.Role {
+	case RoleMoved:
+		return Ready{Ack: Ack{Refusal: RefuseMoved, Error: fmt.Sprintf("join %s moved to %s", j.rec.ID, short(j.rec.Actor.ID))}}
+	case RoleRecovering:
+		return Ready{Ack: Ack{Refusal: RefuseRecovering, Error: fmt.Sprintf("join %s: this peer restarted and is asking its replicas whether one took over; try later", j.rec.ID)}}
+	case RoleReplica:
+		if j.rec.Phase == PhaseForwarded {
+			return none() // late: the pattern moved on
+		}
+		// A branch end could not reach the actor: this replica acts now,
+		// records the end as the actor (so the other copies get it), and
+		// does what a copy that starts acting does: settle the split, or
+		// start the branches nobody holds (J6), or forward.
+		j.rec.Role, j.rec.Actor = RoleActing, self
+		r := j.record(d)
+		r.Persist, r.Unwatch, r.TookOver = true, true, "a branch end reached this replica"
+		if j.rec.Phase == PhaseOpen {
+			a := j.act(none())
+			r.SettleSplit = a.SettleSplit
+			for _, i := range a.StartBranches {
+				if !slices.Contains(r.StartBranches, i) {
+					r.StartBranches = append(r.StartBranches, i)
+				}
+			}
+		}
+		return r
+	}
+	return j.record(d)
+}
+
+// takeOver makes a passive copy act.
+func (j *Join) takeOver(self pack.Peer, why string) Ready {
+	j.rec.Role, j.rec.Actor = RoleActing, self
+	r := none()
+	r.Persist, r.Unwatch, r.TookOver = true, true, why
+	return j.act(r)
+}
+
+// act adds to r what a copy that starts (or resumes) acting must do: move
+// a decided join on; for an open one, settle the split first if nobody
+// did (no branch started, no result), else start the branches nobody
+// holds.
+func (j *Join) act(r Ready) Ready {
+	switch j.rec.Phase {
+	case PhaseDecided:
+		r.Forward = true
+	case PhaseOpen:
+		if !j.rec.SplitSettled {
+			if len(j.rec.Started) == 0 && len(j.rec.Results) == 0 && len(j.rec.Split) > 0 {
+				r.SettleSplit = true
+				return r
+			}
+			// A branch started or ended: the copy that started it had
+			// settled the split.
+			j.rec.SplitSettled = true
+		}
+		r.StartBranches = j.unstarted()
+	}
+	return r
+}
+
+// unstarted lists the branches to dispatch: for FORK and FIRST every
+// branch without a start or a result; for FAILOVER the current one if it
+// has neither.
+func (j *Join) unstarted() []int {
+	var out []int
+	for i := range j.rec.Branches {
+		if j.rec.Kind == pack.FrameFailover && i != j.rec.Next {
+			continue
+		}
+		if _, ok := j.rec.Started[i]; ok {
+			continue
+		}
+		if _, ok := j.rec.Results[i]; ok {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// record applies a branch end: the core of J1.
+func (j *Join) record(d Deliver) Ready {
+	r := none()
+	if prev, seen := j.rec.Results[d.Branch]; j.rec.Phase != PhaseOpen || (seen && prev.Attempt >= d.Attempt) || d.Branch < 0 || d.Branch >= len(j.rec.Branches) {
+		return r // duplicate, stale or late: already counted
+	}
+	j.rec.Results[d.Branch] = &Result{OK: d.OK, Error: d.Error, Outputs: d.Outputs, Trace: d.Trace, Attempt: d.Attempt}
+	r.Persist = true
+	acting := j.Acting()
+	total := len(j.rec.Branches)
+	var cancel []int
+	startNext := false
+	switch j.rec.Kind {
+	case pack.FrameFork:
+		if !d.OK {
+			j.decide(false, fmt.Sprintf("FORK branch %d failed: %s", d.Branch+1, d.Error), nil)
+			cancel = others(total, d.Branch)
+		} else if j.allOK(total) {
+			j.decide(true, "", allBranches(total))
+		}
+	case pack.FrameFirst:
+		if d.OK {
+			j.decide(true, "", []int{d.Branch})
+			cancel = others(total, d.Branch)
+		} else if len(j.rec.Results) == total {
+			j.decide(false, "every FIRST branch failed: "+j.branchErrors(), nil)
+		}
+	case pack.FrameFailover:
+		switch {
+		case d.OK:
+			j.decide(true, "", []int{d.Branch})
+		case d.Branch == j.rec.Next && j.rec.Next+1 < total:
+			j.rec.Next++
+			startNext = true
+		case d.Branch == j.rec.Next:
+			j.decide(false, "every FAILOVER branch failed: "+j.branchErrors(), nil)
+		}
+	}
+	if !acting {
+		return r // a passive replica only records
+	}
+	dd := d
+	r.Replicate = &dd
+	r.Cancel = cancel
+	if startNext {
+		r.StartBranches = []int{j.rec.Next}
+	}
+	r.Forward = j.rec.Phase == PhaseDecided
+	return r
+}
+
+// allOK reports whether every branch has a successful result.
+func (j *Join) allOK(total int) bool {
+	if len(j.rec.Results) < total {
+		return false
+	}
+	for i := range total {
+		if res, ok := j.rec.Results[i]; !ok || !res.OK {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *Join) decide(ok bool, msg string, winners []int) {
+	j.rec.Phase, j.rec.OK, j.rec.Error, j.rec.Winners = PhaseDecided, ok, msg, winners
+}
+
+func allBranches(total int) []int {
+	out := make([]int, total)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func others(total, except int) []int {
+	var out []int
+	for i := range total {
+		if i != except {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (j *Join) branchErrors() string {
+	var keys []int
+	for k := range j.rec.Results {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("branch %d: %s", k+1, j.rec.Results[k].Error))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Continuation returns what moves on once the pattern is decided: the
+// data as at the split plus the winners' outputs, the trace of the split
+// and of every branch (in branch order), and the outcome.
+func (j *Join) Continuation() (outputs map[string]json.RawMessage, trace []pack.TraceEntry, ok bool, errMsg string) {
+	outputs = make(map[string]json.RawMessage, len(j.rec.Outputs))
+	for k, v := range j.rec.Outputs {
+		outputs[k] = v
+	}
+	trace = append([]pack.TraceEntry{}, j.rec.Trace...)
+	var keys []int
+	for k := range j.rec.Results {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		trace = append(trace, j.rec.Results[k].Trace...)
+	}
+	for _, w := range j.rec.Winners {
+		if r := j.rec.Results[w]; r != nil {
+			for label, out := range r.Outputs {
+				outputs[label] = out
+			}
+		}
+	}
+	return outputs, trace, j.rec.OK, j.rec.Error
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return "…" + id[len(id)-6:]
+	}
+	return id
+}

@@ -1,0 +1,289 @@
+package join
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bedwe/bedwe/pack"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
+
+// TestScripts replays every testdata/*.txt script: each block is one
+// command, a "----" line, and what the machine said to do followed by the
+// copy's state. A rule change shows as a diff of a readable script (the
+// style of etcd raft's interaction tests). go test -update rewrites them.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+type block struct {
+	comment []string
+	cmd     string
+	want    []string
+}
+
+func parseScript(t *testing.T, path string) []block {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []block
+	var cur *block
+	var comment []string
+	inWant := false
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "#"):
+			comment = append(comment, line)
+		case cur == nil && strings.TrimSpace(line) == "":
+		case cur == nil:
+			out = append(out, block{comment: comment, cmd: line})
+			comment = nil
+			cur = &out[len(out)-1]
+			inWant = false
+		case !inWant && line == "----":
+			inWant = true
+		case !inWant:
+			t.Fatalf("%s: a command is one line, then ----: %q", path, line)
+		case strings.TrimSpace(line) == "":
+			cur = nil
+		default:
+			cur.want = append(cur.want, line)
+		}
+	}
+	return out
+}
+
+func runScript(t *testing.T, path string) {
+	blocks := parseScript(t, path)
+	self := pack.Peer{ID: "self"}
+	var j *Join
+	var rewritten strings.Builder
+	failed := false
+	for i, b := range blocks {
+		got := apply(t, &j, b.cmd, self)
+		if strings.Join(got, "\n") != strings.Join(b.want, "\n") {
+			failed = true
+			if !*update {
+				t.Errorf("%s block %d: %s\n got:\n\t%s\nwant:\n\t%s", path, i+1, b.cmd, strings.Join(got, "\n\t"), strings.Join(b.want, "\n\t"))
+			}
+		}
+		for _, c := range b.comment {
+			rewritten.WriteString(c + "\n")
+		}
+		fmt.Fprintf(&rewritten, "%s\n----\n%s\n\n", b.cmd, strings.Join(got, "\n"))
+	}
+	if *update && failed {
+		if err := os.WriteFile(path, []byte(rewritten.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func args(t *testing.T, fields []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range fields {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("argument %q is not key=value", f)
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]string, k string, def int) int {
+	v, ok := m[k]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, v, err)
+	}
+	return n
+}
+
+func peerArg(v string) *pack.Peer {
+	if v == "" || v == "none" {
+		return nil
+	}
+	return &pack.Peer{ID: v}
+}
+
+var kinds = map[string]pack.FrameKind{"fork": pack.FrameFork, "first": pack.FrameFirst, "failover": pack.FrameFailover}
+
+// apply runs one command and renders what the machine said and its state.
+func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
+	fields := strings.Fields(cmd)
+	a := args(t, fields[1:])
+	if fields[0] == "new" {
+		rec := Record{ID: "j1", WorkflowID: "wf", Kind: kinds[a["kind"]]}
+		for range num(t, a, "branches", 2) {
+			rec.Branches = append(rec.Branches, &Body{Text: "S"})
+		}
+		for i := range num(t, a, "replicas", 2) {
+			rec.Replicas = append(rec.Replicas, pack.Peer{ID: "r" + strconv.Itoa(i)})
+		}
+		if a["split"] != "none" {
+			rec.Split = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf|0", Peers: []pack.Peer{{ID: "g"}}}}
+		}
+		if a["role"] == "replica" {
+			primary := New(rec, pack.Peer{ID: "p"})
+			*jp = FromReplicaCopy(primary.ReplicaCopy(num(t, a, "rank", 0)))
+		} else {
+			*jp = New(rec, self)
+		}
+		return []string{state(*jp)}
+	}
+	j := *jp
+	var ev Event
+	switch fields[0] {
+	case "deliver", "update":
+		d := Deliver{Branch: num(t, a, "branch", 0), Attempt: num(t, a, "attempt", 0), OK: a["ok"] != "false"}
+		if !d.OK {
+			d.Error = "boom"
+		}
+		ev = d
+		if fields[0] == "update" {
+			ev = Update{Deliver: d}
+		}
+	case "actor-silent":
+		ev = ActorSilent{Why: "silent"}
+	case "earlier":
+		ev = EarlierAnswered{Acting: peerArg(a["acting"]), Reached: a["reached"] == "true"}
+	case "forward-done":
+		ev = ForwardDone{}
+	case "actor-forwarded":
+		ev = ActorForwarded{}
+	case "handed-over":
+		ev = HandedOver{To: pack.Peer{ID: a["to"]}}
+	case "take-handover":
+		// The actor's latest record: this copy's, as the actor would send it.
+		rec := j.Record()
+		rec.Role = RoleActing
+		ev = TakeHandOver{Record: rec, From: pack.Peer{ID: "p"}}
+	case "recovered":
+		ev = Recovered{TakenBy: peerArg(a["taken"])}
+	case "branch-started":
+		ev = BranchStarted{Branch: num(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0)}
+	case "split-settled":
+		ev = SplitSettled{Superseded: a["superseded"] == "true"}
+	case "new-actor":
+		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}}
+	case "restart":
+		*jp = Load(j.Record())
+		return []string{ready((*jp).Resume()), state(*jp)}
+	default:
+		t.Fatalf("unknown command %q", fields[0])
+	}
+	r := j.Step(ev, self)
+	return []string{ready(r), state(j)}
+}
+
+func ready(r Ready) string {
+	var parts []string
+	if r.Persist {
+		parts = append(parts, "persist")
+	}
+	if r.Replicate != nil {
+		parts = append(parts, "replicate="+result(r.Replicate.Branch, r.Replicate.Attempt, r.Replicate.OK))
+	}
+	switch {
+	case r.Ack.OK:
+		parts = append(parts, "ack=ok")
+	default:
+		parts = append(parts, fmt.Sprintf("ack=refused(%s)", refusalName[r.Ack.Refusal]))
+	}
+	if len(r.Cancel) > 0 {
+		parts = append(parts, fmt.Sprintf("cancel=%v", r.Cancel))
+	}
+	if r.SettleSplit {
+		parts = append(parts, "settle-split")
+	}
+	if len(r.StartBranches) > 0 {
+		parts = append(parts, fmt.Sprintf("start=%v", r.StartBranches))
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{r.Forward, "forward"}, {r.NotifyForwarded, "notify-forwarded"}, {r.AskEarlier, "ask-earlier"}, {r.AskReplicas, "ask-replicas"}, {r.Unwatch, "unwatch"}, {r.Watch, "watch"}} {
+		if f.on {
+			parts = append(parts, f.name)
+		}
+	}
+	if r.TookOver != "" {
+		parts = append(parts, "took-over")
+	}
+	return "do: " + strings.Join(parts, " ")
+}
+
+var refusalName = map[Refusal]string{RefuseMoved: "moved", RefuseRecovering: "recovering", RefuseNotActing: "not-acting"}
+
+func result(branch, attempt int, ok bool) string {
+	s := fmt.Sprintf("b%d@%d:", branch, attempt)
+	if ok {
+		return s + "ok"
+	}
+	return s + "fail"
+}
+
+func state(j *Join) string {
+	rec := j.Record()
+	var keys []int
+	for k := range rec.Results {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var res []string
+	for _, k := range keys {
+		res = append(res, result(k, rec.Results[k].Attempt, rec.Results[k].OK))
+	}
+	s := fmt.Sprintf("is: %s %s actor=%s results=[%s]", rec.Role, rec.Phase, rec.Actor.ID, strings.Join(res, " "))
+	if rec.Phase == PhaseDecided || rec.OK || rec.Error != "" {
+		if rec.OK {
+			s += fmt.Sprintf(" outcome=ok winners=%v", rec.Winners)
+		} else {
+			s += " outcome=failed"
+		}
+	}
+	if rec.Kind == pack.FrameFailover {
+		s += fmt.Sprintf(" next=%d", rec.Next)
+	}
+	if len(rec.Started) > 0 {
+		var st []string
+		for _, k := range sortedKeys(rec.Started) {
+			st = append(st, fmt.Sprintf("b%d@%s", k, rec.Started[k].Holder.ID))
+		}
+		s += " started=[" + strings.Join(st, " ") + "]"
+	}
+	if rec.SplitSettled {
+		s += " split-settled"
+	}
+	return s
+}
+
+func sortedKeys(m map[int]Start) []int {
+	var keys []int
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Settling, in one paragraph: responsibility for a workflow moves from
+// one peer to the next at every hand-off, branch start, branch end,
+// continuation and completion. The receiver, not the sender, finishes the
+// move: after it has journaled what it received (and recruited a backup
+// guardian, so two copies exist besides the dead sender's), it settles the
+// items the sender listed (pack.Settle): it releases the guardians of the
+// step the sender ran, tells a join's copies that a branch started at it or
+// that the join's continuation moved on, and only then acknowledges. So a
+// sender killed right after the acknowledgement leaves no guardian that
+// would re-run finished work (I1). A guardian decides a release and a
+// re-route of the same step atomically: a release that comes second is
+// answered "superseded", and the receiver refuses the pack, which stops the
+// superseded chain at its next hop.
+
+// errSuperseded says settling found that a guardian had re-routed the step
+// before: the work belongs to a superseded chain.
+var errSuperseded = errors.New("a guardian re-routed an earlier step of this chain")
+
+// settleCallTimeout bounds one settle call. A peer that does not answer in
+// time is taken as gone; its copy is gone with it.
+const settleCallTimeout = 2 * time.Second
+
+// settle carries out items for work of workflow wf held here at attempt,
+// all at once, and waits for every answer. It returns errSuperseded when a
+// guardian said it had re-routed the step being released.
+func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) error {
+	if len(items) == 0 {
+		return nil
+	}
+	self := n.self()
+	var superseded atomic.Bool
+	var wg sync.WaitGroup
+	for _, it := range items {
+		msg := settleMsg(it, attempt, self)
+		for _, to := range it.Peers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if n.guardCall(ctx, to, msg, settleCallTimeout).Superseded {
+					superseded.Store(true)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if superseded.Load() {
+		return errSuperseded
+	}
+	return nil
+}
+
+// settleMsg is the guard operation that settles it.
+func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardMsg {
+	switch it.Kind {
+	case pack.SettleJoinForwarded:
+		return api.GuardMsg{Op: api.GuardJoinDone, Key: it.Key}
+	case pack.SettleBranchStarted:
+		return api.GuardMsg{Op: api.GuardJoinBranch, Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self}
+	}
+	return api.GuardMsg{Op: api.GuardRelease, Key: it.Key, Attempt: it.Attempt}
+}
+
+// guardCall sends one guard message to a peer (or serves it here when the
+// peer is this one) within d, and returns the reply (Error set on
+// failure).
+func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardMsg, d time.Duration) api.GuardReply {
+	id, err := peer.Decode(to.ID)
+	if err != nil {
+		return api.GuardReply{Error: "bad peer id " + to.ID}
+	}
+	if id == n.host.ID() {
+		return n.guardOp(id, m)
+	}
+	n.learnAddrs(id, to.Addrs)
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, m, &rep, d); err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	return rep
+}
+
+// settleFor lists what the receiver of the work that follows h must
+// settle: the release of h's guardians at h's attempt.
+func (n *Node) settleFor(h *heldItem) []pack.Settle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var peers []pack.Peer
+	for _, g := range h.guardians {
+		if g.ID != n.host.ID().String() {
+			peers = append(peers, g)
+		}
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	return []pack.Settle{{Kind: pack.SettleGuard, Key: h.guardKey, Attempt: h.attempt, Peers: peers}}
+}
+
+// releaseGuard serves a release of the guard copy key at attempt. Of a
+// release and a re-route of the same copy, whichever this peer decides
+// first wins: a release that comes after a re-route started (or after a
+// newer attempt was released) is answered Superseded. The copy leaves the
+// journal before the answer (I4).
+func (n *Node) releaseGuard(key string, attempt int) api.GuardReply {
+	n.mu.Lock()
+	e, ok := n.guards[key]
+	if ok && (e.Attempt > attempt || (e.Attempt == attempt && e.rerouting)) {
+		n.mu.Unlock()
+		return api.GuardReply{OK: true, Known: true, Superseded: true, Attempt: e.Attempt}
+	}
+	if mark, seen := n.released[key]; !ok && seen && mark.Attempt > attempt {
+		n.mu.Unlock()
+		return api.GuardReply{OK: true, Known: true, Superseded: true, Released: true, Attempt: mark.Attempt}
+	}
+	holder := ""
+	if ok {
+		holder = e.Holder.ID
+		delete(n.guards, key)
+	}
+	mark := n.markReleasedLocked(key, attempt)
+	n.mu.Unlock()
+	if err := n.forgetGuard(key, mark); err != nil {
+		return api.GuardReply{Error: "journal: " + err.Error()}
+	}
+	if holder != "" {
+		n.unwatchIfIdle(holder)
+	}
+	return api.GuardReply{OK: true}
+}

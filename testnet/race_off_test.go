@@ -1,0 +1,5 @@
+//go:build !race
+
+package testnet_test
+
+const raceEnabled = false
