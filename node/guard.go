@@ -434,7 +434,11 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 	if head.Once() {
 		msg := fmt.Sprintf("step %s (path %s) is at-most-once (once=true) and its holder %s vanished: outcome unknown, not re-running",
 			head.Name, head.Path, rpc.ShortIDString(silent.ID))
-		n.dropGuard(e.Key, silent.ID)
+		// The refusal ends this chain as a re-route would: the copy is
+		// marked released past its attempt, so a late release by whatever
+		// the vanished holder handed on (a join settling its split, a
+		// successor) is answered superseded and stops there (I1).
+		n.dropGuardAt(e.Key, silent.ID, p.Attempt+1)
 		if err := n.finishBranch(ctx, p, false, msg); err != nil {
 			n.log.Error("report at-most-once failure", "err", err)
 		}
