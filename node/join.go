@@ -448,18 +448,10 @@ func (n *Node) pickReplicas(k int, exclude map[peer.ID]bool) []pack.Peer {
 	return out
 }
 
-// callGuard sends one guard message and returns the reply (zero on error).
+// callGuard sends one guard message within the stream timeout and returns
+// the reply (Error set on failure); see guardCall.
 func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardMsg) api.GuardReply {
-	id, err := peer.Decode(to.ID)
-	if err != nil {
-		return api.GuardReply{}
-	}
-	n.learnAddrs(id, to.Addrs)
-	var rep api.GuardReply
-	if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, m, &rep, n.cfg.StreamTimeout); err != nil {
-		return api.GuardReply{Error: err.Error()}
-	}
-	return rep
+	return n.guardCall(ctx, to, m, n.cfg.StreamTimeout)
 }
 
 // askEarlier asks the replicas ranked before c whether one acts or is alive

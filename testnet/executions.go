@@ -13,25 +13,13 @@ import (
 
 	"github.com/bedwe/bedwe/internal/jsonl"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/service"
 )
 
 // Invocation is one line of an invocation record file (a services file's
 // record field): one service execution that started, written before the
-// service ran. It mirrors node/service's InvocationRecord; testnet parses
-// the file itself, as any tool reading it would.
-type Invocation struct {
-	At       time.Time `json:"at"`
-	Workflow string    `json:"workflow"`
-	// Step is the step's path (0, 1, 2.0/0, ...).
-	Step    string `json:"step"`
-	Service string `json:"service"`
-	Attempt int    `json:"attempt"`
-	Key     string `json:"key"`
-	// Peer is the peer that ran the attempt.
-	Peer string `json:"peer"`
-	// Once is true for an at-most-once step (once=true).
-	Once bool `json:"once"`
-}
+// service ran (see node/service).
+type Invocation = service.InvocationRecord
 
 // ReadInvocations reads an invocation record file, in file order. A file
 // that does not exist holds no records (nothing ran yet). A last line
