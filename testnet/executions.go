@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sort"
@@ -148,9 +147,7 @@ func CountExecutions(recs []Invocation, evs []events.Event, workflows []string) 
 // eventTail reads the testnet's events files incrementally, from where they
 // were when it was made, and keeps every event it has read.
 type eventTail struct {
-	paths   []string
-	offsets []int64
-	partial [][]byte
+	files *lineTail
 	// all is every event read so far, file by file in read order.
 	all []events.Event
 	// bad counts complete lines that did not parse.
@@ -159,64 +156,32 @@ type eventTail struct {
 
 // newEventTail starts tailing every node's events file at its current end.
 func newEventTail(m *Manifest) *eventTail {
-	t := &eventTail{}
+	var paths []string
 	for i := range m.Nodes {
-		p := m.Nodes[i].Events()
-		var off int64
-		if fi, err := os.Stat(p); err == nil {
-			off = fi.Size()
-		}
-		t.paths = append(t.paths, p)
-		t.offsets = append(t.offsets, off)
-		t.partial = append(t.partial, nil)
+		paths = append(paths, m.Nodes[i].Events())
 	}
-	return t
+	return &eventTail{files: newLineTail(paths)}
 }
 
 // poll reads what every events file gained since the last poll and returns
 // the new events (complete lines only; a partial line waits for its end).
 func (t *eventTail) poll() []events.Event {
 	var fresh []events.Event
-	for i, p := range t.paths {
-		data, err := readFrom(p, t.offsets[i])
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		t.offsets[i] += int64(len(data))
-		data = append(t.partial[i], data...)
-		last := bytes.LastIndexByte(data, '\n')
-		if last < 0 {
-			t.partial[i] = data
-			continue
-		}
-		t.partial[i] = slices.Clone(data[last+1:])
-		for _, line := range bytes.Split(data[:last], []byte("\n")) {
+	for i := range t.files.paths {
+		t.files.lines(i, func(line []byte) {
 			if len(bytes.TrimSpace(line)) == 0 {
-				continue
+				return
 			}
 			var e events.Event
 			if err := json.Unmarshal(line, &e); err != nil {
 				t.bad++
-				continue
+				return
 			}
 			fresh = append(fresh, e)
-		}
+		})
 	}
 	t.all = append(t.all, fresh...)
 	return fresh
-}
-
-// readFrom returns a file's bytes from offset on.
-func readFrom(path string, offset int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
 }
 
 // shortPeer is how node logs abbreviate a peer ID (rpc.ShortID).

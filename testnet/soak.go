@@ -1,8 +1,6 @@
 package testnet
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -499,9 +496,8 @@ func (s *soakEvents) scan() {
 // guard copies, late timers, errors and panics, and the details of each
 // suspicion (silence, guarded packs, joins).
 type logScanner struct {
-	m       *Manifest
-	offsets []int64
-	partial [][]byte
+	m    *Manifest
+	logs *lineTail
 	// suspected holds the details of every "peer suspected" line.
 	suspected map[suspicionKey]SoakSuspicion
 	sum       SoakSummary
@@ -518,15 +514,13 @@ type suspicionKey struct {
 func newLogScanner(m *Manifest) *logScanner {
 	s := &logScanner{
 		m:         m,
-		offsets:   make([]int64, len(m.Nodes)),
-		partial:   make([][]byte, len(m.Nodes)),
 		suspected: map[suspicionKey]SoakSuspicion{},
 	}
-	for i, nd := range m.Nodes {
-		if fi, err := os.Stat(nd.Log); err == nil {
-			s.offsets[i] = fi.Size()
-		}
+	var paths []string
+	for _, nd := range m.Nodes {
+		paths = append(paths, nd.Log)
 	}
+	s.logs = newLineTail(paths)
 	return s
 }
 
@@ -537,24 +531,8 @@ var (
 
 // scan reads what every log gained since the last scan.
 func (s *logScanner) scan() {
-	for i, nd := range s.m.Nodes {
-		data, err := readFrom(nd.Log, s.offsets[i])
-		if err != nil {
-			continue
-		}
-		s.offsets[i] += int64(len(data))
-		data = append(s.partial[i], data...)
-		last := bytes.LastIndexByte(data, '\n')
-		if last < 0 {
-			s.partial[i] = data
-			continue
-		}
-		s.partial[i] = slices.Clone(data[last+1:])
-		sc := bufio.NewScanner(bytes.NewReader(data[:last+1]))
-		sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
-		for sc.Scan() {
-			s.line(i, sc.Text())
-		}
+	for i := range s.m.Nodes {
+		s.logs.lines(i, func(line []byte) { s.line(i, string(line)) })
 	}
 }
 
