@@ -39,7 +39,8 @@ func startNodeB(t testing.TB, services string) api.NodeFile {
 
 // testConfig is base set up for a loopback test node: its own data
 // directory and services file, a network of its own, zone z0, no mDNS and
-// a silent logger. Callers adjust the rest.
+// a logger that writes to node.log in that directory (printed, last lines
+// first trimmed, when the test fails). Callers adjust the rest.
 func testConfig(t testing.TB, base node.Config, services string) node.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -54,8 +55,35 @@ func testConfig(t testing.TB, base node.Config, services string) node.Config {
 	cfg.Network = "test-" + filepath.Base(dir)
 	cfg.MDNS = false
 	cfg.Zone = "z0"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = testLogger(t, filepath.Join(dir, "node.log"))
 	return cfg
+}
+
+// testLogger writes a test node's debug log to path and, if the test
+// fails, prints its last lines so a failure on a busy CI machine can be
+// read afterwards.
+func testLogger(t testing.TB, path string) *slog.Logger {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = f.Close()
+		if !t.Failed() {
+			return
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		const keep = 16 << 10
+		if len(data) > keep {
+			data = data[len(data)-keep:]
+		}
+		t.Logf("last lines of %s:\n%s", path, data)
+	})
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // runNode runs a node with cfg in this process and returns its node file

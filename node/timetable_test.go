@@ -84,6 +84,24 @@ func startEastWest(t *testing.T, start time.Time, routing node.Routing, eastServ
 	return entry, east, eastDir
 }
 
+// waitActivity polls the activity file in dir until ok holds and returns
+// it; on timeout it fails the test with the file and workflow id's status.
+func waitActivity(ctx context.Context, t *testing.T, dir, what string, ok func(node.Activity) bool, cl *client.Client, id string) node.Activity {
+	t.Helper()
+	for {
+		a := readActivity(dir)
+		if ok(a) {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			st, _ := cl.Status(context.Background(), id)
+			t.Fatalf("%s: never happened: activity %+v; workflow %s %s %s %+v", what, a, id, st.State, st.Error, st.Recent)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // waitPeers waits until the node at nf sees n peers (itself included).
 func waitPeers(t *testing.T, nf api.NodeFile, n int) {
 	t.Helper()
@@ -267,7 +285,8 @@ func TestDrainHandsOverJoinsAndSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	eastSvc := "version: 1\nservices:\n  fork0: {kind: echo}\n  long: {kind: sleep, duration: 20s}\n"
-	westSvc := "version: 1\nservices:\n  pre: {kind: echo}\n  after: {kind: echo}\n  post: {kind: echo}\n  long: {kind: sleep, duration: 1s}\npatterns:\n  - {match: \"b*\", kind: sleep, duration: 6s}\n"
+	// The branches outlast the hand-over of the join on a loaded machine.
+	westSvc := "version: 1\nservices:\n  pre: {kind: echo}\n  after: {kind: echo}\n  post: {kind: echo}\n  long: {kind: sleep, duration: 1s}\npatterns:\n  - {match: \"b*\", kind: sleep, duration: 12s}\n"
 	w1, w1Dir := startTimetableNode(t, network, clock, node.RoutingTimetable, ttNode{zone: "west", services: westSvc, keysFile: keys})
 	_, eastDir := startTimetableNode(t, network, clock, node.RoutingTimetable, ttNode{zone: "east", services: eastSvc, bootstrap: w1.Addrs, keysFile: keys})
 	_, w2Dir := startTimetableNode(t, network, clock, node.RoutingTimetable, ttNode{zone: "west", services: westSvc, bootstrap: w1.Addrs, keysFile: keys})
@@ -283,32 +302,24 @@ func TestDrainHandsOverJoinsAndSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	forked, err := cl.Submit(ctx, "fork.bedwe", "fork0 FORK(b1, b2) SYNC after", json.RawMessage(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// West goes dark at noon, two hours away: only east can run a step
-	// expected to take three.
+	// expected to take three. The long step is started first and the FORK
+	// only once east runs it, so the join is sure to be open on east while
+	// east holds the long step, however slowly a loaded machine forwards.
 	longRun, err := cl.Submit(ctx, "long.bedwe", "pre long[expect=3h] post", json.RawMessage(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until east holds the join and runs the long step.
-	var before node.Activity
-	for {
-		before = readActivity(eastDir)
-		if len(before.Joins) > 0 && slices.ContainsFunc(before.Held, func(h node.ActivityHeld) bool { return h.Step == "long" }) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			f, _ := cl.Status(context.Background(), forked.ID)
-			l, _ := cl.Status(context.Background(), longRun.ID)
-			t.Fatalf("east never held both the join and the long step: %+v; fork workflow %s %s %+v; long workflow %s %s %+v",
-				before, f.State, f.Error, f.Recent, l.State, l.Error, l.Recent)
-		case <-time.After(50 * time.Millisecond):
-		}
+	waitActivity(ctx, t, eastDir, "east holds the long step", func(a node.Activity) bool {
+		return slices.ContainsFunc(a.Held, func(h node.ActivityHeld) bool { return h.Step == "long" })
+	}, cl, longRun.ID)
+	forked, err := cl.Submit(ctx, "fork.bedwe", "fork0 FORK(b1, b2) SYNC after", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
 	}
+	before := waitActivity(ctx, t, eastDir, "east holds the join", func(a node.Activity) bool {
+		return len(a.Joins) > 0
+	}, cl, forked.ID)
 
 	// Publish an east outage starting a minute from now on the shared clock
 	// (and move west's cut to 03:00, so west can take the long step).
