@@ -14,6 +14,7 @@ import (
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -367,12 +368,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 // holder: a guard copy of work it holds, or a join replica whose primary it
 // is (the conditions unwatchIfIdle keeps a watch for). n.mu must be held.
 func (n *Node) watchNeededLocked(holder string) bool {
-	for _, e := range n.guards {
-		if e.Holder.ID == holder {
-			return true
-		}
-	}
-	return len(n.joinsWatching(holder)) > 0
+	return len(n.guards.holding(holder)) > 0 || len(n.joinsWatching(holder)) > 0
 }
 
 // joinsWatching returns the passive join copies whose actor is holder.
@@ -466,13 +462,11 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 	// A copy younger than FirstBeatTimeout may be of work the holder has
 	// acked but not registered yet; it is asked about next time.
 	settled := time.Now().Add(-n.cfg.FirstBeatTimeout)
-	n.mu.Lock()
-	for _, e := range n.guards {
-		if e.Holder.ID == hid && e.Since.Before(settled) {
-			copies = append(copies, copyRef{e.Key, e.Attempt})
+	for _, g := range n.guards.holding(hid) {
+		if c := g.Copy(); c.Since.Before(settled) {
+			copies = append(copies, copyRef{c.Key, c.Attempt})
 		}
 	}
-	n.mu.Unlock()
 	if len(copies) == 0 {
 		return
 	}
@@ -503,16 +497,10 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 // dropGuardIf drops the guard copy under key if it still names holder at
 // attempt, as a release at that attempt would, and reports whether it did.
 func (n *Node) dropGuardIf(key, holder string, attempt int) bool {
-	n.mu.Lock()
-	e, ok := n.guards[key]
-	if !ok || e.Holder.ID != holder || e.Attempt != attempt {
-		n.mu.Unlock()
+	rd, err := n.stepGuard(key, guard.MovedOn{Holder: holder, Attempt: attempt, At: time.Now().UTC()})
+	if err != nil {
+		n.log.Error("drop guard copy", "key", key, "err", err)
 		return false
 	}
-	mark := n.markReleasedLocked(key, attempt)
-	delete(n.guards, key)
-	n.mu.Unlock()
-	n.journalFailed("drop guard copy", key, n.forgetGuard(key, mark))
-	n.unwatchIfIdle(holder)
-	return true
+	return rd.Dropped
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/outage"
 	"github.com/bedwe/bedwe/schedule"
 )
@@ -131,6 +132,27 @@ type Config struct {
 	// (consecutive failed hand-offs open a peer's breaker; see package
 	// breaker). Zero: breaker.DefaultConfig.
 	Breaker breaker.Config
+	// SwarmKeyFile is the mesh's pre-shared key (a swarm key file, see
+	// `bedwe swarm-key`): the host runs a private libp2p network (pnet) and
+	// only hosts holding the same key can connect. TCP only: QUIC cannot be
+	// used with a private network. Empty: a public network.
+	SwarmKeyFile string
+	// TrustedPeersFile lists the mesh's members, one peer ID per line (#
+	// comments); a connection gater closes connections from every other
+	// peer except authorized clients. It is re-read when it changes. Empty:
+	// an open mesh (every peer is a member).
+	TrustedPeersFile string
+	// ClientsFile lists the peer IDs of clients (besides members and the
+	// node's own CLI) allowed to submit, cancel, list and read results; it
+	// is re-read when it changes. With neither this nor TrustedPeersFile
+	// every client is allowed.
+	ClientsFile string
+	// ClientKeyFile is the key of the node's own CLI, created on first
+	// start, always authorized; empty: DATA/client.key.
+	ClientKeyFile string
+	// Limits are the per-peer rate limits on hand-offs and submissions.
+	// Zero: member.DefaultLimits.
+	Limits member.Limits
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -224,5 +246,8 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Outage.PresenceTTL <= 0 {
 		c.Outage = outage.DefaultConfig()
+	}
+	if c.Limits == (member.Limits{}) {
+		c.Limits = member.DefaultLimits()
 	}
 }

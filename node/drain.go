@@ -8,6 +8,7 @@ import (
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -205,14 +206,9 @@ func (n *Node) handBack(ctx context.Context, h *heldItem, head *grammar.Service)
 // back to it); the re-route tells the holder it was superseded, which stops
 // the step there.
 func (n *Node) handbackOp(from peer.ID, m api.GuardMsg) api.GuardReply {
-	n.mu.Lock()
-	e, ok := n.guards[m.Key]
-	valid := ok && e.Holder.ID == from.String() && e.Attempt == m.Attempt
-	n.mu.Unlock()
-	if !valid {
-		return api.GuardReply{Error: "no guard copy of " + m.Key + " held by that peer at that attempt"}
+	rep := n.stepGuardReply(m.Key, guard.Handback{From: from.String(), Attempt: m.Attempt, Why: "handed the step back before a power cut"})
+	if rep.OK {
+		n.log.Info("holder hands a step back before a power cut", "key", m.Key, "holder", rpc.ShortID(from))
 	}
-	n.log.Info("holder hands a step back before a power cut", "key", m.Key, "holder", rpc.ShortID(from))
-	n.spawn(func(ctx context.Context) { n.reroute(ctx, e, from.String(), "handed the step back before a power cut") })
-	return api.GuardReply{OK: true}
+	return rep
 }

@@ -89,13 +89,17 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
 			return refuse(api.CodeInternal, "journal: "+err.Error())
 		}
 	}
-	if err := n.settle(ctx, p.Attempt, p.Settle); errors.Is(err, errSuperseded) {
-		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
-		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Reason: "refused at its next hop"})
-		n.releaseBackups(ctx, st.GuardKey, p.Attempt, backups)
+	if err := n.settle(ctx, p.Attempt, p.Settle); err != nil {
+		// Released on the node's context: ctx may be the one that ended.
+		n.releaseBackups(n.ctx, st.GuardKey, p.Attempt, backups)
 		if err := n.dropHeld(key); err != nil {
 			n.log.Error("journal", "key", key, "err", err)
 		}
+		if !errors.Is(err, errSuperseded) {
+			return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: settling the hand-over at peer %s was interrupted: %v", p.WorkflowID, rpc.ShortID(n.host.ID()), err))
+		}
+		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Reason: "refused at its next hop"})
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
@@ -239,6 +243,9 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 			n.log.Error("journal step outcome", "key", key, "err", jerr)
 		}
 	}
+	if ctx.Err() != nil {
+		return // superseded (or stopping) after the step ran: nothing moves on
+	}
 	if !st.Forwarded {
 		next := st.advanced()
 		// Whoever takes what follows releases this step's guardians.
@@ -328,9 +335,15 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 	if bmax < bmin {
 		bmax = max(bmin, 10*time.Second)
 	}
+	// The step's timeout attribute bounds each attempt; without one, the
+	// service's own per-attempt timeout from the services file does (it
+	// classifies its expiry itself); without either, the default.
 	timeout := head.Timeout()
-	if timeout <= 0 {
-		timeout = n.cfg.DefaultStepTimeout
+	deadline := timeout > 0
+	if !deadline {
+		if timeout = service.DeclaredTimeout(svc); timeout <= 0 {
+			timeout, deadline = n.cfg.DefaultStepTimeout, true
+		}
 	}
 	req := service.Request{
 		WorkflowID:     p.WorkflowID,
@@ -360,8 +373,13 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 			}
 		}
 		start := time.Now()
-		actx, cancel := context.WithTimeout(ctx, timeout)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline {
+			actx, cancel = context.WithTimeout(ctx, timeout)
+		}
 		out, err := svc.Invoke(actx, req)
+		// Read before cancel: after it, actx.Err() is always set.
+		expired := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 		cancel()
 		entry := pack.TraceEntry{
 			Path: head.Path, Service: head.Name, Peer: n.host.ID().String(), Zone: n.cfg.Zone,
@@ -377,7 +395,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 			trace = append(trace, entry)
 			return nil, trace, errCancelled
 		}
-		if actx.Err() != nil && !errors.As(err, new(*service.Timeout)) {
+		if expired && !errors.As(err, new(*service.Timeout)) {
 			err = fmt.Errorf("timed out after %s: %w", timeout, err)
 		}
 		entry.Outcome = pack.OutcomeFailed

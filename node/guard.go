@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -14,6 +15,7 @@ import (
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -23,77 +25,202 @@ import (
 // Guarding, in one paragraph: when a peer hands a pack to a successor it
 // keeps a copy (it becomes the pack's primary guardian) and asks a backup
 // guardian, in another zone where possible, to keep one too. The holder
-// beats to its guardians while it holds the pack, and releases them once it
-// has moved the pack on (handed the residual to the next peer, or delivered
-// the branch's end). A guardian whose holder falls silent re-routes the pack
-// to another peer with attempt+1 and never back to the silent one; a backup
-// does so only when the primary is gone too. Attempt numbers fence the
-// re-route: a holder that comes back learns it was superseded and drops its
-// stale copy, and joins and origins keep one result per branch.
+// beats to its guardians while it holds the pack; the peer that receives
+// the work after it releases them (settle.go). A guardian whose holder
+// falls silent re-routes the pack to another peer with attempt+1 and never
+// back to the silent one; a backup does so only when the primary is gone
+// too. The rules live in package node/guard (a machine with no I/O and no
+// lock); this file carries out what it says. Each step key has its own
+// slot and lock, held while an event is stepped and its record persisted;
+// watching, answering and the re-route itself come after, outside it.
 
-// guardRole says which guardian acts first.
-type guardRole uint8
-
-const (
-	rolePrimary guardRole = iota + 1
-	roleBackup
-)
-
-// guardEntry is a guardian's copy of a pack held elsewhere.
-type guardEntry struct {
-	Key     string    `cbor:"1,keyasint"`
-	PackRaw []byte    `cbor:"2,keyasint"`
-	Holder  pack.Peer `cbor:"3,keyasint"`
-	Attempt int       `cbor:"4,keyasint"`
-	Role    guardRole `cbor:"5,keyasint"`
-	Primary pack.Peer `cbor:"6,keyasint,omitempty"`
-	// Tried lists holders that went silent on this step: never again.
-	Tried []string  `cbor:"7,keyasint,omitempty"`
-	Since time.Time `cbor:"8,keyasint"`
-	// Backups are the other guardians this (primary) entry told about.
-	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
-	// rerouting is set while a re-route of this entry is under way, so a
-	// suspicion and a hand-back cannot both re-route one attempt.
-	rerouting bool
+// guardSlot holds the guard machine of one step key.
+type guardSlot struct {
+	// mu serialises stepping and the persisting of the stepped machine.
+	mu sync.Mutex
+	// cur is the committed machine. It is never changed once stored
+	// (stepGuard steps a clone), so readers load it without a lock.
+	cur atomic.Pointer[guard.Guard]
+	// dead is set (under mu) when the slot left the table empty; a
+	// stepper that finds it set takes a new slot.
+	dead bool
 }
 
-// releaseMark remembers that a key was released (moved on) at an attempt,
-// so a late guard copy of that attempt is not kept.
-type releaseMark struct {
-	At      time.Time `cbor:"1,keyasint"`
-	Attempt int       `cbor:"2,keyasint"`
+// guardTable is every step key this peer guards or remembers released.
+type guardTable struct {
+	mu    sync.Mutex // guards byKey (the map only)
+	byKey map[string]*guardSlot
 }
 
-// markReleasedLocked records that key moved on at attempt (n.mu held) and
-// returns the mark to persist with forgetGuard.
-func (n *Node) markReleasedLocked(key string, attempt int) releaseMark {
-	mark, ok := n.released[key]
-	if !ok || mark.Attempt < attempt {
-		mark = releaseMark{At: time.Now().UTC(), Attempt: attempt}
-		n.released[key] = mark
+func newGuardTable() *guardTable { return &guardTable{byKey: map[string]*guardSlot{}} }
+
+// slot returns key's slot, creating an empty one.
+func (t *guardTable) slot(key string) *guardSlot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.byKey[key]
+	if !ok {
+		s = &guardSlot{}
+		s.cur.Store(guard.New(key))
+		t.byKey[key] = s
 	}
-	return mark
+	return s
 }
 
-// forgetGuard removes the guard copy key from the journal and writes its
-// tombstone, in one transaction: a guardian that restarts still knows the
-// step moved on (I4: a release is answered only once this is durable).
-func (n *Node) forgetGuard(key string, mark releaseMark) error {
-	return n.journal.Update(func(tx *journal.Tx) error {
-		if err := tx.Delete(journal.BucketOutbox, key); err != nil {
-			return err
+// put installs a restored machine (at start, before anything steps).
+func (t *guardTable) put(g *guard.Guard) {
+	s := &guardSlot{}
+	s.cur.Store(g)
+	t.mu.Lock()
+	t.byKey[g.Key()] = s
+	t.mu.Unlock()
+}
+
+// remove drops s from the table if it is still key's slot.
+func (t *guardTable) remove(key string, s *guardSlot) {
+	t.mu.Lock()
+	if t.byKey[key] == s {
+		delete(t.byKey, key)
+	}
+	t.mu.Unlock()
+}
+
+// all returns the committed machine of every key (a snapshot).
+func (t *guardTable) all() []*guard.Guard {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*guard.Guard, 0, len(t.byKey))
+	for _, s := range t.byKey {
+		out = append(out, s.cur.Load())
+	}
+	return out
+}
+
+// view returns key's committed machine (an empty one when unknown).
+func (t *guardTable) view(key string) *guard.Guard {
+	t.mu.Lock()
+	s, ok := t.byKey[key]
+	t.mu.Unlock()
+	if !ok {
+		return guard.New(key)
+	}
+	return s.cur.Load()
+}
+
+// holding returns the keys of the copies of work held by holder.
+func (t *guardTable) holding(holder string) []*guard.Guard {
+	var out []*guard.Guard
+	for _, g := range t.all() {
+		if g.Holds(holder) {
+			out = append(out, g)
 		}
-		return tx.Put(journal.BucketReleased, key, rpc.MustCBOR(&mark))
-	})
+	}
+	return out
+}
+
+// stepGuard steps key's machine with ev: it persists what the machine
+// says (outside every shared lock; a failed write refuses the event and
+// changes nothing, I4), commits it, then watches and unwatches holders and
+// starts the asynchronous work. The caller answers from the Ready.
+func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
+	for {
+		s := n.guards.slot(key)
+		s.mu.Lock()
+		if s.dead {
+			s.mu.Unlock()
+			continue
+		}
+		m := s.cur.Load().Clone()
+		rd := m.Step(ev)
+		if err := n.persistGuard(m, rd.Persist); err != nil {
+			s.mu.Unlock()
+			return guard.Ready{}, fmt.Errorf("journal guard copy %s: %w", key, err)
+		}
+		s.cur.Store(m)
+		if m.Empty() {
+			s.dead = true
+			n.guards.remove(key, s)
+		}
+		s.mu.Unlock()
+		n.applyGuard(key, rd)
+		return rd, nil
+	}
+}
+
+// persistGuard writes what p says of m.
+func (n *Node) persistGuard(m *guard.Guard, p guard.Persist) error {
+	key := m.Key()
+	switch p {
+	case guard.PersistSave:
+		return n.journal.Put(journal.BucketOutbox, key, rpc.MustCBOR(m.Copy()))
+	case guard.PersistForget:
+		// One transaction: a guardian that restarts still knows the step
+		// moved on (a release is answered only once this is durable).
+		return n.journal.Update(func(tx *journal.Tx) error {
+			if err := tx.Delete(journal.BucketOutbox, key); err != nil {
+				return err
+			}
+			return tx.Put(journal.BucketReleased, key, rpc.MustCBOR(m.Mark()))
+		})
+	case guard.PersistDropMark:
+		return n.journal.Delete(journal.BucketReleased, key)
+	}
+	return nil
+}
+
+// applyGuard carries out the part of rd that follows the write.
+func (n *Node) applyGuard(key string, rd guard.Ready) {
+	for _, h := range rd.Watch {
+		if id, err := peer.Decode(h.ID); err == nil && id != n.host.ID() {
+			n.learnAddrs(id, h.Addrs)
+			n.watchHolder(id)
+		}
+	}
+	for _, h := range rd.Unwatch {
+		if h != "" {
+			n.unwatchIfIdle(h)
+		}
+	}
+	if o := rd.Reroute; o != nil {
+		n.spawn(func(ctx context.Context) { n.reroute(ctx, key, *o) })
+	}
+	if a := rd.AskPrimary; a != nil {
+		n.spawn(func(ctx context.Context) { n.askPrimary(ctx, key, *a) })
+	}
+	if t := rd.TellSuperseded; t != nil {
+		n.spawn(func(ctx context.Context) {
+			n.guardCall(ctx, t.Peer, api.GuardMsg{Op: api.GuardSuperseded, Key: key, Attempt: t.Attempt}, settleCallTimeout)
+		})
+	}
+	if r := rd.ReleaseOld; r != nil {
+		for _, b := range r.Peers {
+			n.spawn(func(ctx context.Context) {
+				n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: r.Attempt}, settleCallTimeout)
+			})
+		}
+	}
+	if w := rd.AddWatcher; w != nil {
+		n.spawn(func(ctx context.Context) {
+			n.guardCall(ctx, w.Peer, api.GuardMsg{Op: api.GuardAddWatcher, Key: key, Attempt: w.Attempt, Watcher: n.self()}, n.cfg.StreamTimeout)
+		})
+	}
+	if rd.RecruitBackup {
+		n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, key) })
+	}
+}
+
+// guardReply is the wire form of a machine's answer.
+func guardReply(r *guard.Reply) api.GuardReply {
+	if r == nil {
+		return api.GuardReply{OK: true}
+	}
+	return api.GuardReply{OK: r.OK, Known: r.Known, Released: r.Released, Superseded: r.Superseded,
+		Attempt: r.Attempt, Holder: r.Holder, Error: r.Error}
 }
 
 // guardKey names a step in flight: workflow and step path (attempts share it).
 func guardKey(p *pack.Pack) string {
 	return journal.StepKey(p.WorkflowID, headPath(p))
-}
-
-func (n *Node) saveGuard(e *guardEntry) error {
-	return n.journal.Put(journal.BucketOutbox, e.Key, rpc.MustCBOR(e))
 }
 
 // guardHandedOff records that this peer now guards p, held by holder, with
@@ -108,62 +235,44 @@ func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string, back
 		n.log.Error("encode guarded pack", "err", err)
 		return
 	}
-	e := &guardEntry{
-		Key: guardKey(p), PackRaw: raw, Holder: n.peerRef(holder), Attempt: p.Attempt,
-		Role: rolePrimary, Tried: tried, Since: time.Now().UTC(), Backups: backups,
-	}
-	n.mu.Lock()
-	if mark, ok := n.released[e.Key]; ok && mark.Attempt >= e.Attempt {
-		// The holder finished and released us before we got here.
-		n.mu.Unlock()
-		return
-	}
-	n.guards[e.Key] = e
-	n.mu.Unlock()
-	if err := n.saveGuard(e); err != nil {
-		n.log.Error("journal guard", "key", e.Key, "err", err)
-	}
-	n.mu.Lock()
-	_, still := n.guards[e.Key]
-	n.mu.Unlock()
-	if !still {
-		n.journalFailed("drop guard copy", e.Key, n.journal.Delete(journal.BucketOutbox, e.Key))
-		return
-	}
-	n.watchHolder(holder)
-	if len(backups) == 0 {
-		n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, e) })
+	_, err = n.stepGuard(guardKey(p), guard.Store{
+		Pack: raw, Holder: n.peerRef(holder), Attempt: p.Attempt, Role: guard.RolePrimary,
+		Tried: tried, Backups: backups, Recruit: true, At: time.Now().UTC(),
+	})
+	if err != nil {
+		// The successor has the pack and its backup guards it.
+		n.log.Error("keep guard copy", "err", err)
 	}
 }
 
-// recruitBackup asks a peer in another zone to guard e too, and tells the
-// holder to beat to it.
-func (n *Node) recruitBackup(ctx context.Context, e *guardEntry) {
-	holder, err := peer.Decode(e.Holder.ID)
+// recruitBackup asks a peer in another zone to guard key's copy too, and
+// tells the holder to beat to it.
+func (n *Node) recruitBackup(ctx context.Context, key string) {
+	c := n.guards.view(key).Copy()
+	if c == nil {
+		return
+	}
+	holder, err := peer.Decode(c.Holder.ID)
 	if err != nil {
 		return
 	}
-	n.mu.Lock()
-	raw, att := e.PackRaw, e.Attempt
-	n.mu.Unlock()
-	b, ok := n.pickGuardian(map[peer.ID]bool{holder: true, n.host.ID(): true}, e.Holder.Zone)
+	b, ok := n.pickGuardian(map[peer.ID]bool{holder: true, n.host.ID(): true}, c.Holder.Zone)
 	if !ok {
 		return
 	}
-	msg := api.GuardMsg{Op: api.GuardStore, Key: e.Key, Attempt: att, Pack: raw, Holder: e.Holder, Primary: n.self()}
-	var rep api.GuardReply
-	if err := rpc.CallCBOR(ctx, n.host, b, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
-		n.log.Debug("backup guardian refused", "peer", rpc.ShortID(b), "err", err)
+	ref := n.peerRef(b)
+	rep := n.guardCall(ctx, ref, api.GuardMsg{Op: api.GuardStore, Key: key, Attempt: c.Attempt, Pack: c.Pack, Holder: c.Holder, Primary: n.self()}, n.cfg.StreamTimeout)
+	if !rep.OK {
+		n.log.Debug("backup guardian refused", "peer", rpc.ShortID(b), "err", rep.Error)
 		return
 	}
-	n.mu.Lock()
-	e.Backups = append(e.Backups, n.peerRef(b))
-	n.journalFailed("save guard copy", e.Key, n.saveGuard(e))
-	n.mu.Unlock()
-	add := api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: att, Watcher: n.peerRef(b)}
-	if err := rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, add, &rep, n.cfg.StreamTimeout); err == nil && rep.Released {
+	if _, err := n.stepGuard(key, guard.BackupAdded{Peer: ref, Attempt: c.Attempt}); err != nil {
+		n.log.Error("record backup guardian", "err", err)
+	}
+	rep = n.guardCall(ctx, c.Holder, api.GuardMsg{Op: api.GuardAddWatcher, Key: key, Attempt: c.Attempt, Watcher: ref}, n.cfg.StreamTimeout)
+	if rep.OK && rep.Released {
 		// The holder already moved on: the backup has nothing to watch.
-		_ = rpc.CallCBOR(ctx, n.host, b, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: e.Key, Attempt: att}, &rep, n.cfg.StreamTimeout)
+		n.guardCall(ctx, ref, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: c.Attempt}, n.cfg.StreamTimeout)
 	}
 }
 
@@ -272,46 +381,40 @@ func (n *Node) startWatch(key string) {
 	}
 }
 
-// unwatchIfIdle stops watching holder when nothing guarded is held by it.
+// unwatchIfIdle stops watching holder when nothing guarded is held by it
+// and no join copy waits on it. The check and the unwatch happen under
+// n.mu, and watchHolder (which takes n.mu) runs only after a copy is
+// committed, so a copy added meanwhile never loses its watch.
 func (n *Node) unwatchIfIdle(holder string) {
 	n.mu.Lock()
-	for _, e := range n.guards {
-		if e.Holder.ID == holder {
-			n.mu.Unlock()
-			return
-		}
-	}
-	if len(n.joinsWatching(holder)) > 0 {
-		n.mu.Unlock()
+	defer n.mu.Unlock()
+	if n.watchNeededLocked(holder) {
 		return
 	}
 	delete(n.firstBeat, holder)
-	// Under n.mu: a guard copy added meanwhile must not lose its watch.
 	n.watcher.Unwatch(holder)
-	n.mu.Unlock()
 }
 
 // onSuspect is the failure detector's verdict on a silent holder: every
-// entry it held is re-routed (primary) or checked with the primary (backup),
-// and every join whose primary it was is taken over.
+// copy of work it held is stepped Silent (the primary re-routes it, a
+// backup asks the primary), and every join whose actor it was is taken
+// over.
 func (n *Node) onSuspect(s heartbeat.Suspicion) {
-	n.mu.Lock()
-	var entries []*guardEntry
-	for _, e := range n.guards {
-		if e.Holder.ID == s.Key {
-			entries = append(entries, e)
-		}
-	}
-	n.mu.Unlock()
+	copies := n.guards.holding(s.Key)
 	joins := n.joinsWatching(s.Key)
 	n.log.Warn("peer suspected", "peer", s.Key, "silence_ms", s.Silence.Milliseconds(),
-		"guarded", len(entries), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
+		"guarded", len(copies), "joins", len(joins), "at", s.At.UTC().Format(time.RFC3339Nano))
 	n.ev.Emit(events.Event{Type: events.Suspect, Peer: s.Key, At: s.At.UTC()})
 	n.pres.forgetID(s.Key)
 	n.tt.view.Suspect(s.Key)
 	n.breakers.Failure(s.Key)
-	for _, e := range entries {
-		n.spawn(func(ctx context.Context) { n.holderLost(ctx, e, s) })
+	why := "silent for " + s.Silence.Round(time.Millisecond).String()
+	for _, g := range copies {
+		n.spawn(func(context.Context) {
+			if _, err := n.stepGuard(g.Key(), guard.Silent{Holder: s.Key, Why: why}); err != nil {
+				n.log.Error("step guard", "err", err)
+			}
+		})
 	}
 	for _, c := range joins {
 		n.spawn(func(ctx context.Context) {
@@ -320,125 +423,68 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 	}
 }
 
-// holderLost handles one guarded pack whose holder went silent.
-func (n *Node) holderLost(ctx context.Context, e *guardEntry, s heartbeat.Suspicion) {
-	n.mu.Lock()
-	role, holder, attempt := e.Role, e.Holder.ID, e.Attempt
-	primary := e.Primary
-	n.mu.Unlock()
-	if holder != s.Key {
-		return // already re-routed
-	}
-	if role == roleBackup {
-		// The primary acts first; wait for it, then ask.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(n.cfg.BackupDelay):
-		}
-		if pid, err := peer.Decode(primary.ID); err == nil {
-			n.learnAddrs(pid, primary.Addrs)
-			var rep api.GuardReply
-			err := rpc.CallCBOR(ctx, n.host, pid, api.ProtoGuard, api.GuardMsg{Op: api.GuardStatus, Key: e.Key}, &rep, 2*time.Second)
-			if err == nil {
-				n.followPrimary(e, rep, s.Key)
-				return
-			}
-		}
-		n.mu.Lock()
-		if e.Holder.ID != s.Key || e.Attempt != attempt {
-			n.mu.Unlock()
-			return
-		}
-		e.Role = rolePrimary
-		n.mu.Unlock()
-		n.log.Warn("primary guardian gone too; re-routing as backup", "key", e.Key)
-	}
-	n.reroute(ctx, e, s.Key, "silent for "+s.Silence.Round(time.Millisecond).String())
-}
-
-// followPrimary applies what the primary guardian says of a key.
-func (n *Node) followPrimary(e *guardEntry, rep api.GuardReply, silent string) {
-	n.mu.Lock()
-	switch {
-	case rep.Released || !rep.Known:
-		delete(n.guards, e.Key)
-		n.journalFailed("drop guard copy", e.Key, n.journal.Delete(journal.BucketOutbox, e.Key))
-		n.mu.Unlock()
-		n.unwatchIfIdle(silent)
+// askPrimary lets the primary guardian act first, then asks it about key
+// and steps its answer (or that it could not be reached).
+func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
+	select {
+	case <-ctx.Done():
 		return
-	case rep.Holder.ID != silent || rep.Attempt > e.Attempt:
-		e.Holder, e.Attempt = rep.Holder, rep.Attempt
-		n.journalFailed("save guard copy", e.Key, n.saveGuard(e))
-		n.mu.Unlock()
-		if id, err := peer.Decode(rep.Holder.ID); err == nil {
-			n.learnAddrs(id, rep.Holder.Addrs)
-			n.watchHolder(id)
-			n.spawn(func(ctx context.Context) {
-				var r api.GuardReply
-				_ = rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, api.GuardMsg{Op: api.GuardAddWatcher, Key: e.Key, Attempt: rep.Attempt, Watcher: n.self()}, &r, n.cfg.StreamTimeout)
-			})
-		}
-		n.unwatchIfIdle(silent)
-		return
+	case <-time.After(n.cfg.BackupDelay):
 	}
-	n.mu.Unlock()
-	// The primary still sees the holder: our suspicion was ours alone.
-	if id, err := peer.Decode(silent); err == nil {
-		n.watchHolder(id)
+	ans := guard.PrimaryAnswer{Silent: a.Silent, Attempt: a.Attempt, Why: a.Why}
+	if a.Primary.ID != "" {
+		rep := n.guardCall(ctx, a.Primary, api.GuardMsg{Op: api.GuardStatus, Key: key}, settleCallTimeout)
+		ans.Reached = rep.Error == ""
+		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Attempt: rep.Attempt, Holder: rep.Holder}
+	}
+	if !ans.Reached {
+		n.log.Warn("primary guardian gone too; re-routing as backup", "key", key)
+	}
+	ans.At = time.Now().UTC()
+	if _, err := n.stepGuard(key, ans); err != nil {
+		n.log.Error("step guard", "err", err)
 	}
 }
 
-// reroute re-sends a guarded pack held by holder, with attempt+1, to
-// another peer; an at-most-once step fails its workflow instead. why says
-// what happened to the holder ("silent for 1.3s", "handed the step back
-// before a power cut") for the trace.
-func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
-	p, err := pack.Decode(e.PackRaw, n.limits)
+// reroute carries out a re-route order: unless the workflow has ended, it
+// claims the re-route, re-sends the guarded pack to another peer with
+// attempt+1 (never to a peer in o.Tried) and steps the outcome; an
+// at-most-once step fails its workflow instead. o.Why says what happened
+// to the holder ("silent for 1.3s", "handed the step back before a power
+// cut") for the trace.
+func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
+	p, err := pack.Decode(o.Pack, n.limits)
 	if err != nil {
-		n.log.Error("guarded pack unreadable", "key", e.Key, "err", err)
+		n.log.Error("guarded pack unreadable", "key", key, "err", err)
 		return
 	}
 	head, err := p.Head()
 	if err != nil {
-		n.redispatch(ctx, e, p, holder) // the origin's first pack, starting with a FORK or CHOICE
+		n.redispatch(ctx, key, p, o) // the origin's first pack, starting with a FORK or CHOICE
 		return
 	}
 	if n.workflowEnded(ctx, p) {
-		n.log.Info("not re-routing: the workflow has ended", "key", e.Key, "workflow", p.WorkflowID)
-		n.dropGuardIf(e.Key, holder, e.Attempt)
+		n.log.Info("not re-routing: the workflow has ended", "key", key, "workflow", p.WorkflowID)
+		n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
 		return
 	}
-	n.mu.Lock()
-	if e.rerouting || e.Holder.ID != holder || n.guards[e.Key] != e {
-		n.mu.Unlock()
+	rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt})
+	if err != nil || !rd.Claimed {
 		return // re-routed already, being re-routed, or released
 	}
-	e.rerouting = true
-	silent := e.Holder
-	tried := append(slices.Clone(e.Tried), silent.ID)
-	since := e.Since
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		e.rerouting = false
-		n.mu.Unlock()
-	}()
+	silent := o.Holder
 	note := fmt.Sprintf("holder %s (zone %s) %s; re-routed by %s as attempt %d",
-		rpc.ShortIDString(silent.ID), silent.Zone, why, rpc.ShortID(n.host.ID()), p.Attempt+1)
+		rpc.ShortIDString(silent.ID), silent.Zone, o.Why, rpc.ShortID(n.host.ID()), p.Attempt+1)
 	p.Trace = append(p.Trace, pack.TraceEntry{
 		Path: head.Path, Service: head.Name, Peer: silent.ID, Zone: silent.Zone,
-		Start: since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
+		Start: o.Since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
 	})
 	n.reportEvent(p, p.Trace[len(p.Trace)-1])
 	if head.Once() {
 		msg := fmt.Sprintf("step %s (path %s) is at-most-once (once=true) and its holder %s vanished: outcome unknown, not re-running",
 			head.Name, head.Path, rpc.ShortIDString(silent.ID))
-		// The refusal ends this chain as a re-route would: the copy is
-		// marked released past its attempt, so a late release by whatever
-		// the vanished holder handed on (a join settling its split, a
-		// successor) is answered superseded and stops there (I1).
-		n.dropGuardAt(e.Key, silent.ID, p.Attempt+1)
+		// The refusal ends this chain as a re-route would (G4).
+		n.stepGuardLogged(key, guard.GiveUp{Supersede: true, At: time.Now().UTC()})
 		if err := n.finishBranch(ctx, p, false, msg); err != nil {
 			n.log.Error("report at-most-once failure", "err", err)
 		}
@@ -446,55 +492,41 @@ func (n *Node) reroute(ctx context.Context, e *guardEntry, holder, why string) {
 	}
 	p.Attempt++
 	exclude := map[peer.ID]bool{}
-	for _, t := range tried {
+	for _, t := range o.Tried {
 		if id, err := peer.Decode(t); err == nil {
 			exclude[id] = true
 		}
 	}
-	n.log.Warn("re-routing", "key", e.Key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
-	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: why})
-	prevAttempt := p.Attempt - 1
+	n.log.Warn("re-routing", "key", key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
+	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: o.Why})
 	target, newBackups, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
+			n.stepGuardLogged(key, guard.Aborted{})
 			return
 		}
-		n.dropGuard(e.Key, silent.ID)
+		n.stepGuardLogged(key, guard.GiveUp{At: time.Now().UTC()})
 		if ferr := n.finishBranch(ctx, p, false, fmt.Sprintf("step %s (path %s): re-route failed: %v", head.Name, head.Path, err)); ferr != nil {
 			n.log.Error("report failure", "err", ferr)
 		}
 		return
 	}
-	raw, _ := pack.Encode(p)
-	n.mu.Lock()
-	e.PackRaw, e.Holder, e.Attempt, e.Tried, e.Since, e.Role = raw, n.peerRef(target), p.Attempt, tried, time.Now().UTC(), rolePrimary
-	backups := slices.Clone(e.Backups)
-	e.Backups = newBackups
-	if err := n.saveGuard(e); err != nil {
-		n.log.Error("journal guard", "key", e.Key, "err", err)
+	raw, err := pack.Encode(p)
+	if err != nil {
+		n.log.Error("encode re-routed pack", "err", err)
 	}
-	n.mu.Unlock()
-	n.unwatchIfIdle(silent.ID)
-	if target != n.host.ID() {
-		n.watchHolder(target)
-	} else {
-		n.dropGuard(e.Key, "")
-	}
-	// Tell the old holder (if it is only slow) and the co-guardians.
-	if old, err := peer.Decode(silent.ID); err == nil {
-		n.spawn(func(ctx context.Context) {
-			var r api.GuardReply
-			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
-		})
-	}
-	// The old attempt's backups are not the new holder's guardians (it
-	// recruited its own): they are released.
-	for _, b := range backups {
-		if bid, err := peer.Decode(b.ID); err == nil && bid != target && !slices.ContainsFunc(newBackups, func(x pack.Peer) bool { return x.ID == b.ID }) {
-			n.spawn(func(ctx context.Context) {
-				n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: e.Key, Attempt: prevAttempt}, settleCallTimeout)
-			})
-		}
+	// A failed write leaves the re-route claimed: releases of the old
+	// attempt stay superseded and nothing re-routes it again.
+	n.stepGuardLogged(key, guard.Rerouted{
+		Target: n.peerRef(target), Local: target == n.host.ID(), Pack: raw,
+		Attempt: p.Attempt, Backups: newBackups, At: time.Now().UTC(),
+	})
+}
+
+// stepGuardLogged steps a guard where no caller can be told of a failure.
+func (n *Node) stepGuardLogged(key string, ev guard.Event) {
+	if _, err := n.stepGuard(key, ev); err != nil {
+		n.log.Error("step guard", "event", fmt.Sprintf("%T", ev), "err", err)
 	}
 }
 
@@ -515,45 +547,16 @@ func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
 // a FORK, FIRST, FAILOVER or CHOICE. There is no step to hand to another
 // peer, so this guardian (the origin's replica) claims the copy and
 // dispatches the pack itself with attempt+1, as the silent origin would
-// have, and tells the old holder it was superseded.
-func (n *Node) redispatch(ctx context.Context, e *guardEntry, p *pack.Pack, holder string) {
-	n.mu.Lock()
-	if cur, ok := n.guards[e.Key]; !ok || cur != e || e.Holder.ID != holder {
-		n.mu.Unlock()
+// have; the claim tells the old holder it was superseded.
+func (n *Node) redispatch(ctx context.Context, key string, p *pack.Pack, o guard.Order) {
+	rd, err := n.stepGuard(key, guard.ClaimDispatch{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	if err != nil || !rd.Claimed {
 		return // re-routed, released or claimed already
 	}
-	delete(n.guards, e.Key) // claimed: a second suspicion finds nothing
-	silent, attempt := e.Holder, e.Attempt
-	n.mu.Unlock()
-	n.dropGuardAt(e.Key, silent.ID, attempt)
-	p.Attempt = attempt + 1
-	n.log.Warn("re-routing", "key", e.Key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
-	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Attempt: p.Attempt, Peer: silent.ID, Reason: "origin silent before its first hand-off"})
-	if old, err := peer.Decode(silent.ID); err == nil {
-		n.spawn(func(ctx context.Context) {
-			var r api.GuardReply
-			_ = rpc.CallCBOR(ctx, n.host, old, api.ProtoGuard, api.GuardMsg{Op: api.GuardSuperseded, Key: e.Key, Attempt: p.Attempt}, &r, 2*time.Second)
-		})
-	}
+	p.Attempt = o.Attempt + 1
+	n.log.Warn("re-routing", "key", key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(o.Holder.ID))
+	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Attempt: p.Attempt, Peer: o.Holder.ID, Reason: "origin silent before its first hand-off"})
 	n.dispatch(ctx, p)
-}
-
-func (n *Node) dropGuard(key, holder string) { n.dropGuardAt(key, holder, -1) }
-
-// dropGuardAt forgets a guard copy, remembering the attempt it was released
-// at (-1: whatever attempt the copy had).
-func (n *Node) dropGuardAt(key, holder string, attempt int) {
-	n.mu.Lock()
-	if e, ok := n.guards[key]; ok && attempt < 0 {
-		attempt = e.Attempt
-	}
-	mark := n.markReleasedLocked(key, attempt)
-	delete(n.guards, key)
-	n.mu.Unlock()
-	n.journalFailed("drop guard copy", key, n.forgetGuard(key, mark))
-	if holder != "" {
-		n.unwatchIfIdle(holder)
-	}
 }
 
 // handleGuard serves guardian bookkeeping.
@@ -565,66 +568,36 @@ func (n *Node) handleGuard(_ context.Context, from peer.ID, req []byte) []byte {
 	return rpc.MustCBOR(n.guardOp(from, m))
 }
 
+// stepGuardReply steps key's guard for a request and returns the answer.
+func (n *Node) stepGuardReply(key string, ev guard.Event) api.GuardReply {
+	rd, err := n.stepGuard(key, ev)
+	if err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	return guardReply(rd.Reply)
+}
+
 func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	switch m.Op {
 	case api.GuardStore:
 		if _, err := pack.Decode(m.Pack, n.limits); err != nil {
 			return api.GuardReply{Error: "bad pack: " + err.Error()}
 		}
-		role := roleBackup
+		role := guard.RoleBackup
 		if m.Primary.ID == "" || m.Primary.ID == n.host.ID().String() {
-			role = rolePrimary
+			role = guard.RolePrimary
 		}
-		n.mu.Lock()
-		e, ok := n.guards[m.Key]
-		if ok && e.Attempt > m.Attempt {
-			n.mu.Unlock()
-			return api.GuardReply{OK: true}
-		}
-		if !ok {
-			e = &guardEntry{Key: m.Key}
-			n.guards[m.Key] = e
-		}
-		oldHolder := e.Holder.ID
-		e.PackRaw, e.Holder, e.Attempt, e.Role, e.Primary, e.Since = m.Pack, m.Holder, m.Attempt, role, m.Primary, time.Now().UTC()
-		err := n.saveGuard(e)
-		n.mu.Unlock()
-		if err != nil {
-			return api.GuardReply{Error: "journal: " + err.Error()}
-		}
-		if id, err := peer.Decode(m.Holder.ID); err == nil {
-			n.learnAddrs(id, m.Holder.Addrs)
-			if id != n.host.ID() {
-				n.watchHolder(id)
-			}
-		}
-		if oldHolder != "" && oldHolder != m.Holder.ID {
-			n.unwatchIfIdle(oldHolder)
-		}
-		return api.GuardReply{OK: true}
+		return n.stepGuardReply(m.Key, guard.Store{
+			Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC(),
+		})
 	case api.GuardRelease:
 		return n.releaseGuard(m.Key, m.Attempt)
 	case api.GuardStatus:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if e, ok := n.guards[m.Key]; ok {
-			return api.GuardReply{OK: true, Known: true, Holder: e.Holder, Attempt: e.Attempt}
-		}
-		if _, ok := n.released[m.Key]; ok {
-			return api.GuardReply{OK: true, Known: true, Released: true}
-		}
-		return api.GuardReply{OK: true}
+		r := n.guards.view(m.Key).Status()
+		return guardReply(&r)
 	case api.GuardOwner:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if e, ok := n.guards[m.Key]; ok {
-			return api.GuardReply{OK: true, Known: true, Attempt: e.Attempt, Holder: e.Holder,
-				Superseded: e.Attempt > m.Attempt || (e.Attempt == m.Attempt && e.Holder.ID != from.String())}
-		}
-		if _, ok := n.released[m.Key]; ok {
-			return api.GuardReply{OK: true, Known: true, Released: true}
-		}
-		return api.GuardReply{OK: true}
+		r := n.guards.view(m.Key).Owner(from.String(), m.Attempt)
+		return guardReply(&r)
 	case api.GuardSuperseded:
 		n.supersedeHeld(m.Key, m.Attempt)
 		return api.GuardReply{OK: true}

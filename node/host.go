@@ -3,14 +3,23 @@ package node
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/member"
+	"github.com/bedwe/bedwe/node/rpc"
 )
 
 func (n *Node) startHost(ctx context.Context) error {
@@ -22,14 +31,24 @@ func (n *Node) startHost(ctx context.Context) error {
 	if len(listen) == 0 {
 		listen = []string{"/ip4/0.0.0.0/tcp/0"}
 	}
-	h, err := libp2p.New(
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("node: identity: %w", err)
+	}
+	memberOpts, err := n.startMembership(self, listen)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	raw, err := libp2p.New(append([]libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
-		// The resource manager is on by default; keep its defaults.
-	)
+	}, memberOpts...)...)
 	if err != nil {
 		return fmt.Errorf("node: start libp2p host on %v: %w", listen, err)
 	}
+	// Every protocol handler, pubsub's included, is registered through the
+	// gated host: non-members may speak only the client protocol.
+	h := &gatedHost{Host: raw, n: n}
 	n.host = h
 	ps, err := pubsub.NewGossipSub(ctx, h,
 		pubsub.WithMessageSigning(true),
@@ -136,4 +155,171 @@ func (n *Node) maybeConnect(id peer.ID) {
 		defer cancel()
 		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})
 	}()
+}
+
+// startMembership sets up what decides who belongs to the mesh (package
+// node/member): the swarm key, the client key of the node's own CLI, the
+// connection gater, the per-protocol resource limits and the per-peer rate
+// limits. It returns the libp2p options that enforce them.
+func (n *Node) startMembership(self peer.ID, listen []string) ([]libp2p.Option, error) {
+	var opts []libp2p.Option
+	if n.cfg.SwarmKeyFile != "" {
+		for _, a := range listen {
+			if isUDP(a) {
+				return nil, fmt.Errorf("--listen %s: QUIC cannot be used with a private network (--swarm-key); listen on TCP instead, e.g. /ip4/0.0.0.0/tcp/4001", a)
+			}
+		}
+		psk, err := member.ReadSwarmKey(n.cfg.SwarmKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(n.cfg.SwarmKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("swarm key: %w", err)
+		}
+		n.swarmKey = abs
+		opts = append(opts, libp2p.PrivateNetwork(psk))
+	}
+	clientKey := n.cfg.ClientKeyFile
+	if clientKey == "" {
+		clientKey = filepath.Join(n.cfg.DataDir, "client.key")
+	}
+	ck, err := member.LoadOrCreateKey(clientKey)
+	if err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	if n.clientID, err = member.KeyID(ck); err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	if n.clientKey, err = filepath.Abs(clientKey); err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	gate, err := member.NewGate(member.Policy{
+		Self:             self,
+		TrustedPeersFile: n.cfg.TrustedPeersFile,
+		ClientsFile:      n.cfg.ClientsFile,
+		Clients:          []peer.ID{n.clientID},
+		Logger:           n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.gate = gate
+	n.handoffRate = member.NewLimiter(n.cfg.Limits.Handoffs, nil)
+	n.submitRate = member.NewLimiter(n.cfg.Limits.Submits, nil)
+	rm, err := resourceManager()
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, libp2p.ConnectionGater(gate), libp2p.ResourceManager(rm)), nil
+}
+
+// isUDP reports whether a listen address is a UDP transport (QUIC,
+// WebTransport, WebRTC), none of which can run a private network.
+func isUDP(addr string) bool {
+	return strings.Contains(addr, "/udp/") || strings.Contains(addr, "/quic")
+}
+
+// resourceManager is libp2p's default resource manager with tighter
+// per-peer stream limits on the protocols an abusive peer would flood:
+// client requests (a client has no business holding many streams open)
+// and hand-offs (each holds a pack in memory until it is journaled).
+func resourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	limits.AddProtocolPeerLimit(protocol.ID(api.ProtoClient),
+		rcmgr.BaseLimit{StreamsInbound: 16, StreamsOutbound: 16, Streams: 32, Memory: 32 << 20}, rcmgr.BaseLimitIncrease{})
+	limits.AddProtocolPeerLimit(protocol.ID(api.ProtoHandoff),
+		rcmgr.BaseLimit{StreamsInbound: 64, StreamsOutbound: 128, Streams: 192, Memory: 64 << 20}, rcmgr.BaseLimitIncrease{})
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
+	if err != nil {
+		return nil, fmt.Errorf("resource manager: %w", err)
+	}
+	return rm, nil
+}
+
+// gatedHost is the node's libp2p host with every stream handler wrapped by
+// gateStream.
+type gatedHost struct {
+	host.Host
+	n *Node
+}
+
+// SetStreamHandler registers handler behind the membership check.
+func (h *gatedHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
+	h.Host.SetStreamHandler(pid, h.n.gateStream(pid, handler))
+}
+
+// SetStreamHandlerMatch registers handler behind the membership check.
+func (h *gatedHost) SetStreamHandlerMatch(pid protocol.ID, m func(protocol.ID) bool, handler network.StreamHandler) {
+	h.Host.SetStreamHandlerMatch(pid, m, h.n.gateStream(pid, handler))
+}
+
+// gateStream lets only members open streams of the mesh's own protocols
+// (authorized clients reach the client protocol, which checks them per
+// request), and applies the per-peer hand-off rate limit.
+func (n *Node) gateStream(pid protocol.ID, handler network.StreamHandler) network.StreamHandler {
+	client := pid == protocol.ID(api.ProtoClient)
+	handoff := pid == protocol.ID(api.ProtoHandoff)
+	return func(s network.Stream) {
+		from := s.Conn().RemotePeer()
+		if !client && !n.gate.IsMember(from) {
+			n.gate.Refuse(from, s.Conn().RemoteMultiaddr().String(), "not a member: may not use "+string(pid))
+			_ = s.Reset()
+			return
+		}
+		if handoff && !n.handoffRate.Allow(from) {
+			n.log.Warn("hand-off refused: the peer exceeds its rate limit", "peer", rpc.ShortID(from),
+				"per_second", n.cfg.Limits.Handoffs.PerSecond, "burst", n.cfg.Limits.Handoffs.Burst)
+			_ = s.Reset()
+			return
+		}
+		handler(s)
+	}
+}
+
+// authorizeClient says whether from may make a client request op: members
+// and authorized clients may, within the submission rate limit.
+func (n *Node) authorizeClient(from peer.ID, op string) error {
+	if !n.gate.IsClient(from) {
+		n.gate.Refuse(from, "", "client not authorized")
+		return fmt.Errorf("client %s is not authorized: add it to --clients on the node (peer %s serves only its members, its own CLI and listed clients)", from, rpc.ShortID(n.host.ID()))
+	}
+	if op == api.OpSubmit && !n.submitRate.Allow(from) {
+		l := n.cfg.Limits.Submits
+		return fmt.Errorf("client %s submits faster than peer %s allows (%g a second, bursts of %d): try again later", from, rpc.ShortID(n.host.ID()), l.PerSecond, l.Burst)
+	}
+	return nil
+}
+
+// memberLoop re-reads the membership files when they change and closes
+// the connections of peers no longer admitted.
+func (n *Node) memberLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !n.gate.Refresh() {
+			continue
+		}
+		n.log.Info("membership lists changed")
+		for _, id := range n.host.Network().Peers() {
+			if !n.gate.Admits(id) {
+				n.gate.Refuse(id, "", "removed from --trusted-peers")
+				_ = n.host.Network().ClosePeer(id)
+			}
+		}
+	}
+}
+
+// members describes the membership mode for node.json.
+func (n *Node) members() string {
+	if n.gate.Closed() {
+		return "trusted peers"
+	}
+	return "open"
 }

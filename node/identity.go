@@ -39,3 +39,23 @@ func loadIdentity(dir string) (crypto.PrivKey, error) {
 	}
 	return key, nil
 }
+
+// InitIdentity makes sure dir holds the node's identity key, creating dir
+// (mode 0700) and an Ed25519 key when missing, as the node's first start
+// would; an existing key is kept, so the peer ID never changes. It returns
+// the raw public key (what other nodes trust to accept timetables this node
+// signs), the peer ID, and whether the key was created now.
+func InitIdentity(dir string) (pub []byte, id string, created bool, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", false, fmt.Errorf("create data directory: %w", err)
+	}
+	_, statErr := os.Stat(filepath.Join(dir, "identity.key"))
+	if _, err := loadIdentity(dir); err != nil {
+		return nil, "", false, err
+	}
+	pub, id, err = ReadPublicKey(dir)
+	if err != nil {
+		return nil, "", false, err
+	}
+	return pub, id, errors.Is(statErr, fs.ErrNotExist), nil
+}

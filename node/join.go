@@ -125,8 +125,8 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 		}
 	}
 	c.cur.Store(next)
-	id, wf, actor := next.ID(), next.WorkflowID(), next.Actor()
-	others := next.Others(self.ID)
+	id, wf, actor, token := next.ID(), next.WorkflowID(), next.Actor(), next.Token()
+	others, copies := next.Others(self.ID), next.OtherCopies(self.ID)
 	c.mu.Unlock()
 
 	if d, ok := ev.(join.Deliver); ok {
@@ -144,11 +144,14 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 		}
 	}
 	if rd.TookOver != "" {
-		n.log.Warn("taking over join", "join", id, "workflow", wf, "why", rd.TookOver)
+		n.log.Warn("taking over join", "join", id, "workflow", wf, "why", rd.TookOver, "epoch", token.Epoch,
+			"started", fmt.Sprint(next.Record().Started), "starting", fmt.Sprint(rd.StartBranches))
 		n.ev.Emit(events.Event{Type: events.JoinTakeover, Workflow: wf, Join: id, Reason: rd.TookOver})
-		for _, r := range others {
+		// Every other copy, the primary included (J7): a live primary
+		// that was only suspected stops acting.
+		for _, r := range copies {
 			n.spawn(func(ctx context.Context) {
-				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinActor, Key: id, Holder: self})
+				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinActor, Key: id, Holder: self, Epoch: token.Epoch, Actor: token.Actor})
 			})
 		}
 	}
@@ -166,9 +169,9 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 		n.spawn(func(ctx context.Context) { n.forwardJoin(ctx, c) })
 	}
 	if rd.NotifyForwarded {
-		for _, r := range others {
+		for _, r := range copies {
 			n.spawn(func(ctx context.Context) {
-				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: id})
+				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: id, Epoch: token.Epoch, Actor: token.Actor})
 			})
 		}
 	}
@@ -262,9 +265,14 @@ func (n *Node) settleSplit(ctx context.Context, c *joinCopy) {
 // join). Each branch's first holder registers with the join's holders
 // before it acknowledges (J6).
 func (n *Node) startBranches(ctx context.Context, c *joinCopy, idx []int) {
-	var rec join.Record
-	c.view(func(m *join.Join) { rec = m.Record() })
-	holders := join.Holders(n.self(), c.cur.Load().Others(n.self().ID))
+	m := c.cur.Load()
+	if !m.Acting() {
+		return // a newer actor took over since: it starts what is needed
+	}
+	rec, tok := m.Record(), m.Token()
+	// Every copy, the primary included, learns of the start (J6), and it
+	// names this actor (J7).
+	holders := join.Holders(n.self(), m.OtherCopies(n.self().ID))
 	used := map[peer.ID]bool{}
 	for _, i := range idx {
 		b, err := fromBody(rec.Branches[i])
@@ -282,7 +290,7 @@ func (n *Node) startBranches(ctx context.Context, c *joinCopy, idx []int) {
 			Input:      rec.Input,
 			Outputs:    copyOutputs(rec.Outputs),
 			Frames:     frames,
-			Settle:     []pack.Settle{{Kind: pack.SettleBranchStarted, Key: rec.ID, Branch: i, Peers: holders}},
+			Settle:     []pack.Settle{{Kind: pack.SettleBranchStarted, Key: rec.ID, Branch: i, Peers: holders, Epoch: tok.Epoch, Actor: tok.Actor}},
 		}
 		n.dispatchAvoiding(ctx, bp, used)
 	}
@@ -355,18 +363,25 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 // residual after the pattern, or the failure goes up a level. Once the next
 // holder acknowledged, the machine hears ForwardDone.
 func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
-	var rec join.Record
+	// One snapshot: a copy that stopped acting since the machine said
+	// Forward (a newer actor's continuation reached it) forwards nothing,
+	// and an acting one names itself, never the actor it may learn of
+	// later (J7).
+	m := c.cur.Load()
+	if !m.Acting() {
+		return
+	}
+	rec, tok := m.Record(), m.Token()
 	p := &pack.Pack{}
 	var ok bool
 	var msg string
-	c.view(func(m *join.Join) {
-		rec = m.Record()
-		p.Outputs, p.Trace, ok, msg = m.Continuation()
-	})
+	p.Outputs, p.Trace, ok, msg = m.Continuation()
 	p.WorkflowID, p.Origin, p.Input, p.Frames = rec.WorkflowID, rec.Origin, rec.Input, rec.Frames
-	if others := c.cur.Load().Others(n.self().ID); len(others) > 0 {
-		// Whoever takes the continuation tells the other copies it moved on.
-		p.Settle = []pack.Settle{{Kind: pack.SettleJoinForwarded, Key: rec.ID, Peers: others}}
+	if others := m.OtherCopies(n.self().ID); len(others) > 0 {
+		// Whoever takes the continuation tells the other copies it moved
+		// on, naming this actor: a copy that knows a newer one refuses
+		// (J7), and the continuation stops there.
+		p.Settle = []pack.Settle{{Kind: pack.SettleJoinForwarded, Key: rec.ID, Peers: others, Epoch: tok.Epoch, Actor: tok.Actor}}
 	}
 	rest, err := fromBody(rec.Rest)
 	if err != nil {
@@ -498,8 +513,11 @@ func (n *Node) askReplicas(ctx context.Context, c *joinCopy) {
 // joinReplicaOp serves the join guard operations.
 func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	reply := func(a join.Ack) api.GuardReply {
-		if a.OK {
+		switch {
+		case a.OK:
 			return api.GuardReply{OK: true}
+		case a.Refusal == join.RefuseSuperseded:
+			return api.GuardReply{OK: true, Known: true, Superseded: true, Error: a.Error}
 		}
 		return api.GuardReply{Error: a.Error}
 	}
@@ -534,7 +552,7 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(*m.Delivery)}))
 	case api.GuardJoinDone:
 		if c := n.joins.get(m.Key); c != nil {
-			n.stepJoin(c, join.ActorForwarded{})
+			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
 		}
 		return api.GuardReply{OK: true}
 	case api.GuardJoinBranch:
@@ -542,12 +560,12 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		if c == nil {
 			return api.GuardReply{OK: true} // not a holder (any more): nothing to record
 		}
-		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt}))
+		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt, Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
 	case api.GuardJoinActor:
 		if c := n.joins.get(m.Key); c != nil {
 			var prev pack.Peer
 			c.view(func(j *join.Join) { prev = j.Actor() })
-			n.stepJoin(c, join.NewActor{Actor: m.Holder})
+			n.stepJoin(c, join.NewActor{Actor: m.Holder, Epoch: m.Epoch})
 			n.unwatchIfIdle(prev.ID)
 		}
 		return api.GuardReply{OK: true}

@@ -16,7 +16,8 @@
 //     pack and settled the hand-over itself (settle.go): it releases the
 //     guardians of the step before, so the release does not depend on the
 //     sender surviving its acknowledgement. A guardian decides a release
-//     and a re-route of the same step atomically (releaseGuard, reroute);
+//     and a re-route of the same step atomically (node/guard G1: a release
+//     during a claimed re-route, or of an older attempt, is superseded);
 //     a release that loses is answered "superseded" and the successor
 //     refuses the pack, which stops the superseded chain at its next hop.
 //     Branch ends and completions are settled by the join and the origin
@@ -40,18 +41,21 @@
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
 //     copy, a branch result, a guard release reach the journal before the
 //     answer; a journal error refuses the request and changes nothing (join
-//     copies step a clone and keep it only once written).
+//     copies and guard slots step a clone and keep it only once written).
 //
-// Decisions for joins live in package node/join, a state machine with no
-// I/O and no lock (Step returns a Ready: persist, replicate, acknowledge,
-// then the asynchronous work); join.go carries them out. Guardians,
-// holders and origins are still decided in this package (guard.go,
-// beat.go, origin.go) and are the next to move into machines of their own.
+// Decisions for joins and guardians live in packages node/join and
+// node/guard, state machines with no I/O and no lock (Step returns a
+// Ready: persist, replicate or answer, then the asynchronous work);
+// join.go and guard.go carry them out. Holders and origins are still
+// decided in this package (beat.go, engine.go, origin.go) and are the next
+// to move into machines of their own.
 //
 // Files in this package, one concern each:
 //
 //	node.go      the Node type, start-up and shut-down
-//	host.go      libp2p host, discovery and pubsub wiring
+//	host.go      libp2p host, discovery and pubsub wiring; membership
+//	             (node/member): swarm key, gater, members-only protocols,
+//	             client authorization, rate limits
 //	identity.go  the persistent libp2p key and atomic file writes
 //	presence.go  gossiped presence and the live view of the mesh
 //	router.go    peer choice for the next service
@@ -60,7 +64,8 @@
 //	join.go      carrying out the join machine (node/join)
 //	origin.go    workflow records, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
-//	guard.go     guardians: copies of handed-off packs, re-routing, fencing
+//	guard.go     carrying out the guard machine (node/guard): copies of
+//	             handed-off packs, suspicion, re-routing
 //	beat.go      heartbeats from holders to guardians, release, recruitment,
 //	             confirming a late holder before accusing it
 //	activity.go  DATA/activity.json: what this peer is busy with
@@ -89,13 +94,16 @@ import (
 	"github.com/jonboulle/clockwork"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
 	"github.com/bedwe/bedwe/schedule"
@@ -123,10 +131,9 @@ type Node struct {
 	// activityChanged asks for activity.json to be rewritten.
 	activityChanged chan struct{}
 
-	mu       sync.Mutex
-	held     map[string]*heldItem
-	guards   map[string]*guardEntry
-	released map[string]releaseMark
+	mu     sync.Mutex
+	held   map[string]*heldItem
+	guards *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -147,6 +154,17 @@ type Node struct {
 	sp *schedulePub
 	// ev records reliability events (nil: none; see node/events).
 	ev *events.Log
+
+	// gate is the membership policy and connection gater (node/member);
+	// handoffRate and submitRate are per-peer rate limits. swarmKey and
+	// clientKey are absolute paths for node.json, clientID the peer ID of
+	// the node's own CLI. All are set once in startHost.
+	gate        *member.Gate
+	handoffRate *member.Limiter
+	submitRate  *member.Limiter
+	swarmKey    string
+	clientKey   string
+	clientID    peer.ID
 
 	ctx  context.Context
 	wg   sync.WaitGroup
@@ -185,8 +203,7 @@ func New(cfg Config) (*Node, error) {
 		announceNow:     make(chan struct{}, 1),
 		joins:           newJoinTable(),
 		held:            map[string]*heldItem{},
-		guards:          map[string]*guardEntry{},
-		released:        map[string]releaseMark{},
+		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
@@ -272,6 +289,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		ready(nf)
 	}
 	go n.bootstrapLoop(ctx)
+	n.spawn(n.memberLoop)
 	go n.beatLoop(ctx)
 	n.spawn(n.activityLoop)
 	go n.pruneLoop(ctx)
@@ -300,6 +318,10 @@ func (n *Node) nodeFile() api.NodeFile {
 		Network:   n.cfg.Network,
 		PID:       os.Getpid(),
 		StartedAt: time.Now().UTC(),
+		SwarmKey:  n.swarmKey,
+		ClientKey: n.clientKey,
+		ClientID:  n.clientID.String(),
+		Members:   n.members(),
 	}
 }
 
@@ -331,17 +353,11 @@ func (n *Node) pruneLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		var old []string
-		n.mu.Lock()
-		for k, mark := range n.released {
-			if time.Since(mark.At) > cancelMemory {
-				delete(n.released, k)
-				old = append(old, k)
+		before := time.Now().Add(-cancelMemory)
+		for _, g := range n.guards.all() {
+			if g.Copy() == nil && g.Mark() != nil && g.Mark().At.Before(before) {
+				n.stepGuardLogged(g.Key(), guard.Prune{Before: before})
 			}
-		}
-		n.mu.Unlock()
-		for _, k := range old {
-			n.journalFailed("drop release tombstone", k, n.journal.Delete(journal.BucketReleased, k))
 		}
 	}
 }

@@ -287,10 +287,13 @@ func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
 	})
 }
 
-func (n *Node) handleClient(_ context.Context, _ peer.ID, req []byte) []byte {
+func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte {
 	var r api.ClientRequest
 	if err := rpc.Dec.Unmarshal(req, &r); err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: "bad request: " + err.Error()})
+	}
+	if err := n.authorizeClient(from, r.Op); err != nil {
+		return rpc.MustCBOR(api.ClientResponse{Error: err.Error()})
 	}
 	return rpc.MustCBOR(n.client(r))
 }
@@ -335,7 +338,7 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 		n.publishCancel(cancelMsg{WorkflowID: r.ID})
 		return api.ClientResponse{Status: &st}
 	case api.OpPeers:
-		return api.ClientResponse{Peers: n.pres.infos()}
+		return api.ClientResponse{Peers: n.pres.infos(), Refused: n.gate.Refused()}
 	case api.OpPublishSchedule, api.OpSchedule:
 		return n.clientSchedule(r)
 	case api.OpList:

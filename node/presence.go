@@ -94,7 +94,43 @@ func (p *presence) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) b
 	if err := json.Unmarshal(msg.Data, &a); err != nil {
 		return false
 	}
-	return a.ID == msg.GetFrom().String() && len(a.Services) <= 4096 && len(a.Addrs) <= 64
+	return p.acceptable(msg.GetFrom(), a)
+}
+
+// Limits on what one announcement may claim: a member cannot bloat every
+// other node's view (presence.json, peer choice) without bound.
+const (
+	maxAnnouncedServices = 4096
+	maxAnnouncedPatterns = 256
+	maxAnnouncedAddrs    = 64
+	maxAnnouncedName     = 256
+)
+
+// acceptable says whether an announcement signed by from may enter the
+// view: a node only announces itself (the announced ID is the pubsub
+// message's signer), only members announce (a member may relay an
+// outsider's message: it is dropped here), and the lists and names stay
+// within bounds.
+func (p *presence) acceptable(from peer.ID, a announcement) bool {
+	if a.ID != from.String() {
+		p.n.log.Debug("presence refused: announces another peer", "signer", rpc.ShortID(from), "announced", a.ID)
+		return false
+	}
+	if !p.n.gate.IsMember(from) {
+		p.n.log.Debug("presence refused: not a member", "signer", rpc.ShortID(from))
+		return false
+	}
+	if len(a.Services) > maxAnnouncedServices || len(a.Patterns) > maxAnnouncedPatterns || len(a.Addrs) > maxAnnouncedAddrs || len(a.Zone) > maxAnnouncedName {
+		return false
+	}
+	for _, list := range [][]string{a.Services, a.Patterns, a.Addrs} {
+		for _, s := range list {
+			if len(s) > maxAnnouncedName {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (p *presence) run(ctx context.Context) {

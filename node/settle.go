@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -38,7 +39,9 @@ const settleCallTimeout = 2 * time.Second
 
 // settle carries out items for work of workflow wf held here at attempt,
 // all at once, and waits for every answer. It returns errSuperseded when a
-// guardian said it had re-routed the step being released.
+// guardian said it had re-routed the step being released, and ctx's error
+// when ctx ended (a peer that does not answer in time counts as gone, but
+// a caller that gave up has settled nothing).
 func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) error {
 	if len(items) == 0 {
 		return nil
@@ -52,7 +55,8 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if n.guardCall(ctx, to, msg, settleCallTimeout).Superseded {
+				if rep := n.guardCall(ctx, to, msg, settleCallTimeout); rep.Superseded {
+					n.log.Info("settle answered superseded", "op", msg.Op, "key", msg.Key, "peer", rpc.ShortIDString(to.ID), "attempt", rep.Attempt, "why", rep.Error)
 					superseded.Store(true)
 				}
 			}()
@@ -62,16 +66,18 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 	if superseded.Load() {
 		return errSuperseded
 	}
-	return nil
+	// A cancelled caller (its work superseded, the node stopping) got no
+	// answers: nothing is settled, so nothing may be acknowledged.
+	return ctx.Err()
 }
 
 // settleMsg is the guard operation that settles it.
 func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardMsg {
 	switch it.Kind {
 	case pack.SettleJoinForwarded:
-		return api.GuardMsg{Op: api.GuardJoinDone, Key: it.Key}
+		return api.GuardMsg{Op: api.GuardJoinDone, Key: it.Key, Epoch: it.Epoch, Actor: it.Actor}
 	case pack.SettleBranchStarted:
-		return api.GuardMsg{Op: api.GuardJoinBranch, Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self}
+		return api.GuardMsg{Op: api.GuardJoinBranch, Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
 	}
 	return api.GuardMsg{Op: api.GuardRelease, Key: it.Key, Attempt: it.Attempt}
 }
@@ -114,32 +120,9 @@ func (n *Node) settleFor(h *heldItem) []pack.Settle {
 
 // releaseGuard serves a release of the guard copy key at attempt. Of a
 // release and a re-route of the same copy, whichever this peer decides
-// first wins: a release that comes after a re-route started (or after a
-// newer attempt was released) is answered Superseded. The copy leaves the
-// journal before the answer (I4).
+// first wins (node/guard G1): a release that comes after a re-route was
+// claimed (or after a newer attempt was stored or released) is answered
+// Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(key string, attempt int) api.GuardReply {
-	n.mu.Lock()
-	e, ok := n.guards[key]
-	if ok && (e.Attempt > attempt || (e.Attempt == attempt && e.rerouting)) {
-		n.mu.Unlock()
-		return api.GuardReply{OK: true, Known: true, Superseded: true, Attempt: e.Attempt}
-	}
-	if mark, seen := n.released[key]; !ok && seen && mark.Attempt > attempt {
-		n.mu.Unlock()
-		return api.GuardReply{OK: true, Known: true, Superseded: true, Released: true, Attempt: mark.Attempt}
-	}
-	holder := ""
-	if ok {
-		holder = e.Holder.ID
-		delete(n.guards, key)
-	}
-	mark := n.markReleasedLocked(key, attempt)
-	n.mu.Unlock()
-	if err := n.forgetGuard(key, mark); err != nil {
-		return api.GuardReply{Error: "journal: " + err.Error()}
-	}
-	if holder != "" {
-		n.unwatchIfIdle(holder)
-	}
-	return api.GuardReply{OK: true}
+	return n.stepGuardReply(key, guard.Release{Attempt: attempt, At: time.Now().UTC()})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -260,29 +261,39 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	marks := map[string]*guard.Mark{}
 	err = n.journal.ForEach(journal.BucketReleased, func(key string, value []byte) error {
-		var mark releaseMark
+		var mark guard.Mark
 		if err := rpc.Dec.Unmarshal(value, &mark); err != nil {
 			errs = append(errs, fmt.Errorf("release tombstone %s: %w", key, err))
 			return nil
 		}
-		n.released[key] = mark
+		marks[key] = &mark
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	copies := map[string]*guard.Record{}
 	err = n.journal.ForEach(journal.BucketOutbox, func(key string, value []byte) error {
-		var e guardEntry
-		if err := rpc.Dec.Unmarshal(value, &e); err != nil {
+		var rec guard.Record
+		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {
 			errs = append(errs, fmt.Errorf("guard %s: %w", key, err))
 			return nil
 		}
-		n.guards[key] = &e
+		copies[key] = &rec
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for key, mark := range marks {
+		n.guards.put(guard.Restore(key, copies[key], mark))
+	}
+	for key, rec := range copies {
+		if marks[key] == nil {
+			n.guards.put(guard.Restore(key, rec, nil))
+		}
 	}
 	for _, e := range errs {
 		n.log.Error("journal entry skipped", "err", e)
@@ -290,8 +301,10 @@ func (n *Node) resume(ctx context.Context) error {
 	// Holders and join primaries get RestartGrace to come back before this
 	// peer suspects them (after a blackout everyone reboots at once).
 	watch := map[string]bool{}
-	for _, e := range n.guards {
-		watch[e.Holder.ID] = true
+	for _, g := range n.guards.all() {
+		if c := g.Copy(); c != nil {
+			watch[c.Holder.ID] = true
+		}
 	}
 	for _, c := range n.joins.all() {
 		c.view(func(m *join.Join) {

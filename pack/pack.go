@@ -116,6 +116,11 @@ type Settle struct {
 	Attempt int        `cbor:"3,keyasint,omitempty" json:"attempt,omitempty"`
 	Branch  int        `cbor:"4,keyasint,omitempty" json:"branch,omitempty"`
 	Peers   []Peer     `cbor:"5,keyasint,omitempty" json:"peers,omitempty"`
+	// Epoch and Actor (SettleJoinForwarded) name the acting copy that
+	// forwarded the continuation and the takeover epoch it acted at; a
+	// copy that knows a newer actor answers superseded (join J7).
+	Epoch int    `cbor:"6,keyasint,omitempty" json:"epoch,omitempty"`
+	Actor string `cbor:"7,keyasint,omitempty" json:"actor,omitempty"`
 }
 
 // Pack is a message pack. Its Workflow always starts with the service the

@@ -52,6 +52,8 @@ type wireSettle struct {
 	Attempt int        `cbor:"3,keyasint,omitempty"`
 	Branch  int        `cbor:"4,keyasint,omitempty"`
 	Peers   []wirePeer `cbor:"5,keyasint,omitempty"`
+	Epoch   int        `cbor:"6,keyasint,omitempty"`
+	Actor   string     `cbor:"7,keyasint,omitempty"`
 }
 
 type wirePeer struct {
@@ -178,7 +180,7 @@ func toWire(p *Pack) (*wirePack, error) {
 		return nil, fmt.Errorf("deadline: %w", err)
 	}
 	for _, s := range p.Settle {
-		w.Settle = append(w.Settle, wireSettle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersToWire(s.Peers)})
+		w.Settle = append(w.Settle, wireSettle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersToWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor})
 	}
 	return w, nil
 }
@@ -314,7 +316,7 @@ func fromWire(w *wirePack) (*Pack, error) {
 		}
 	}
 	for _, s := range w.Settle {
-		p.Settle = append(p.Settle, Settle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersFromWire(s.Peers)})
+		p.Settle = append(p.Settle, Settle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersFromWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor})
 	}
 	if w.Sender != nil {
 		p.Sender = peerFromWire(*w.Sender)

@@ -8,7 +8,7 @@ set -euo pipefail
 bin=${1:-bedwe}
 workflows=${2:-5}
 format=${3:-json}
-scenarios="executor consecutive join-holder origin zone blackout flap sender-after-ack join-and-branch pair-random zone-plus-one"
+scenarios="executor consecutive join-holder origin zone blackout flap sender-after-ack join-and-branch pair-random zone-plus-one join-paused"
 if [ "$format" = --markdown ]; then
   echo "| scenario | killed (SIGKILL) | submitted | completed | failed at-most-once | failed | lost | duplicate outputs | results ≠ fault-free | executions | executions duplicated | once violations | chains superseded | steps re-run | detection p50 ms | makespan ms |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -41,10 +41,18 @@ import (
 //     random instants within the first three step durations
 //   - zone-plus-one: the whole zone of a peer holding work (not the
 //     entry's zone) plus one more peer holding work in another zone
+//   - join-paused: a false suspicion, not a kill: a peer (not the entry)
+//     acting for a join is frozen with SIGSTOP for PausedFor, long enough
+//     for a replica to take the join over, then resumed with SIGCONT
+//     (both copies believe they act until the fence, join J7, stops one)
 var Scenarios = []string{
 	"executor", "consecutive", "join-holder", "origin", "zone", "blackout", "flap",
-	"sender-after-ack", "join-and-branch", "pair-random", "zone-plus-one",
+	"sender-after-ack", "join-and-branch", "pair-random", "zone-plus-one", "join-paused",
 }
+
+// PausedFor is how long join-paused keeps its victim frozen: several
+// detection thresholds, so its replicas suspect it and one takes over.
+const PausedFor = 6 * time.Second
 
 // ChaosOptions configure one chaos run.
 type ChaosOptions struct {
@@ -109,6 +117,12 @@ type ChaosSummary struct {
 	// ChainsSuperseded is the number of reroute events of the run's
 	// workflows (a guardian re-sent a step with a new attempt).
 	ChainsSuperseded int `json:"chains_superseded"`
+	// JoinTakeovers counts join copies that started acting in another's
+	// place (join-takeover events of the run's workflows).
+	JoinTakeovers int `json:"join_takeovers"`
+	// PausedNodes are the nodes frozen with SIGSTOP and resumed
+	// (join-paused).
+	PausedNodes []int `json:"paused_nodes,omitempty"`
 	// KilledPIDs and KilledNodes are the processes SIGKILLed (and their
 	// node indexes), in kill order.
 	KilledPIDs  []int `json:"killed_pids"`
@@ -290,6 +304,7 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	}
 	c := CountExecutions(recs, tail.all, ids)
 	sum.Executions, sum.ExecutionsDuplicated, sum.OnceViolations, sum.ChainsSuperseded = c.Executions, c.Duplicated, c.OnceViolations, c.ChainsSuperseded
+	sum.JoinTakeovers = c.JoinTakeovers
 	sum.ExecutionDetails = c.Details
 	if n := unmarkedOnce(recs, r.wf); n > 0 {
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d invocations of at-most-once steps (paths %s) are recorded with once=false: once_violations cannot see them", n, strings.Join(chaosOnceSteps, ", ")))
@@ -701,6 +716,8 @@ func (r *chaosRun) strike(ctx context.Context) ([]int, error) {
 		return r.joinAndBranch(ctx)
 	case "pair-random":
 		return r.pairRandom(ctx)
+	case "join-paused":
+		return nil, r.joinPaused(ctx)
 	case "zone-plus-one":
 		idx, err := r.await(ctx, targetWait, "zone holding work besides the entry's, and a peer holding work in another zone", func(snap []nodeActivity) []int {
 			for _, na := range snap {
@@ -734,6 +751,35 @@ func (m *Manifest) zoneOf(i int) []int {
 		}
 	}
 	return idx
+}
+
+// joinPaused freezes a node (not the entry) acting for a join of the run
+// with SIGSTOP and resumes it PausedFor later. Nothing is left down.
+func (r *chaosRun) joinPaused(ctx context.Context) error {
+	m := r.m
+	idx, _, _, err := r.awaitJoinHolder(ctx)
+	if err != nil {
+		return err
+	}
+	i := idx[0]
+	pid := m.Nodes[i].PID
+	// Counted as a kill for detection times: its peers should suspect it.
+	r.kills = append(r.kills, kill{peer: m.Nodes[i].PeerID, at: time.Now()})
+	if err := m.Kill(i, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("chaos %s: %w", r.opts.Scenario, err)
+	}
+	r.sum.PausedNodes = append(r.sum.PausedNodes, i)
+	fmt.Fprintf(r.opts.Progress, "SIGSTOP node %d (pid %d, zone %s) at %s\n", i, pid, m.Nodes[i].Zone, time.Since(r.start).Round(time.Millisecond))
+	paused := sleepCtx(ctx, PausedFor)
+	if err := m.Kill(i, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("chaos %s: %w", r.opts.Scenario, err)
+	}
+	if !paused {
+		return ctx.Err()
+	}
+	fmt.Fprintf(r.opts.Progress, "SIGCONT node %d at %s\n", i, time.Since(r.start).Round(time.Millisecond))
+	r.notef("froze join holder node %d for %s (a false suspicion), then resumed it", i, PausedFor)
+	return nil
 }
 
 // tailEvery is how often sender-after-ack reads the events files.
@@ -774,16 +820,11 @@ func (r *chaosRun) senderAfterAck(ctx context.Context) ([]int, error) {
 // ChaosOptions.Workflows.
 const maxExtraWorkflows = 5
 
-// joinAndBranch kills a node (not the entry) acting for a join of the run,
-// then 50 ms later the node running branch 0 of that join's workflow.
-//
-// The node that runs the step before the FORK peels it and holds its join,
-// and that is often the entry (idle while the others sleep): when every
-// workflow of the run has passed its FORK with the join at the entry, it
-// submits one more workflow (at most maxExtraWorkflows, counted in
-// Submitted and noted) rather than give up.
-func (r *chaosRun) joinAndBranch(ctx context.Context) ([]int, error) {
-	m := r.m
+// awaitJoinHolder waits for a node other than the entry that acts for a
+// join of the run, submitting up to maxExtraWorkflows more workflows while
+// every join is at the entry or over. It returns the node, the join's
+// workflow and the node's activity.
+func (r *chaosRun) awaitJoinHolder(ctx context.Context) ([]int, string, activityFile, error) {
 	var joinWF string
 	var joinHeld activityFile
 	pick := func(snap []nodeActivity) []int {
@@ -800,20 +841,34 @@ func (r *chaosRun) joinAndBranch(ctx context.Context) ([]int, error) {
 		}
 		return nil
 	}
-	var idx []int
 	for extra := 0; ; extra++ {
-		var err error
-		idx, err = r.await(ctx, targetWait, "join holder other than the entry", pick)
+		idx, err := r.await(ctx, targetWait, "join holder other than the entry", pick)
 		if err == nil {
-			break
+			return idx, joinWF, joinHeld, nil
 		}
 		if ctx.Err() != nil || extra == maxExtraWorkflows {
-			return nil, err
+			return nil, "", activityFile{}, err
 		}
 		if err := r.submit(ctx); err != nil {
-			return nil, err
+			return nil, "", activityFile{}, err
 		}
 		r.notef("every join so far was at the entry or is over: submitted workflow %d", len(r.runs))
+	}
+}
+
+// joinAndBranch kills a node (not the entry) acting for a join of the run,
+// then 50 ms later the node running branch 0 of that join's workflow.
+//
+// The node that runs the step before the FORK peels it and holds its join,
+// and that is often the entry (idle while the others sleep): when every
+// workflow of the run has passed its FORK with the join at the entry, it
+// submits one more workflow (at most maxExtraWorkflows, counted in
+// Submitted and noted) rather than give up.
+func (r *chaosRun) joinAndBranch(ctx context.Context) ([]int, error) {
+	m := r.m
+	idx, joinWF, joinHeld, err := r.awaitJoinHolder(ctx)
+	if err != nil {
+		return nil, err
 	}
 	j := idx[0]
 	if err := r.killNodes([]int{j}); err != nil {
@@ -955,7 +1010,7 @@ func (m *Manifest) await(ctx context.Context, r *submitted, deadline time.Time) 
 		// Any origin that knows the end is right: the completion may have
 		// reached a replica while the origin was down.
 		for _, addr := range r.origins {
-			st, err := statusAt(ctx, addr, r.id)
+			st, err := m.statusAt(ctx, addr, r.id)
 			if err != nil {
 				continue
 			}
@@ -975,10 +1030,10 @@ func (m *Manifest) await(ctx context.Context, r *submitted, deadline time.Time) 
 	}
 }
 
-func statusAt(ctx context.Context, addr, id string) (api.Status, error) {
+func (m *Manifest) statusAt(ctx context.Context, addr, id string) (api.Status, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cl, err := client.Dial(cctx, addr)
+	cl, err := m.Dial(cctx, addr)
 	if err != nil {
 		return api.Status{}, err
 	}

@@ -46,6 +46,12 @@ func TestChaos(t *testing.T) {
 					f.Close()
 				}
 			}
+			if len(sum.PausedNodes) > 0 && sum.JoinTakeovers == 0 {
+				// The join may end before its replicas suspect the frozen
+				// holder (about 1 run in 10): the counts still hold, but
+				// the fence was not exercised; the trials count how often.
+				t.Logf("chaos %s: froze nodes %v but no join copy took over this time", scenario, sum.PausedNodes)
+			}
 			for _, msg := range chaosFailures(sum) {
 				t.Error(msg)
 			}
@@ -56,7 +62,7 @@ func TestChaos(t *testing.T) {
 // chaosFailures lists what a chaos summary shows went wrong.
 func chaosFailures(sum *testnet.ChaosSummary) []string {
 	var out []string
-	if len(sum.KilledPIDs) == 0 {
+	if len(sum.KilledPIDs) == 0 && len(sum.PausedNodes) == 0 {
 		out = append(out, fmt.Sprintf("scenario %s killed nothing", sum.Scenario))
 	}
 	if sum.Completed+sum.FailedAtMostOnce != sum.Submitted || sum.Lost != 0 {

@@ -376,6 +376,7 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 // from the manifest (which Follow updates concurrently).
 type harness struct {
 	opts CompareOptions
+	m    *Manifest // dials with its keys
 
 	// dialing serialises the dials of each node, so concurrent callers
 	// share one connection.
@@ -399,7 +400,7 @@ type harness struct {
 
 func newHarness(m *Manifest, opts CompareOptions) *harness {
 	h := &harness{opts: opts, clients: map[int]*client.Client{}, pending: map[string]int{}, ended: map[string]int{},
-		dialing: make([]sync.Mutex, len(m.Nodes))}
+		dialing: make([]sync.Mutex, len(m.Nodes)), m: m}
 	for i := range m.Nodes {
 		h.up = append(h.up, m.alive(&m.Nodes[i]))
 		h.gen = append(h.gen, 0)
@@ -470,7 +471,7 @@ func (h *harness) client(ctx context.Context, i int) (*client.Client, error) {
 	h.mu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cl, err := client.Dial(dctx, addrs...)
+	cl, err := h.m.Dial(dctx, addrs...)
 	if err != nil {
 		return nil, err
 	}

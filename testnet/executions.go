@@ -52,6 +52,9 @@ type ExecutionCounts struct {
 	OnceViolations int `json:"once_violations"`
 	// ChainsSuperseded is the number of reroute events of the workflows.
 	ChainsSuperseded int `json:"chains_superseded"`
+	// JoinTakeovers is the number of join-takeover events of the
+	// workflows (a join copy started acting in another's place).
+	JoinTakeovers int `json:"join_takeovers"`
 	// Details describes the duplicated executions and once violations (at
 	// most maxDetails lines).
 	Details []string `json:"details,omitempty"`
@@ -104,6 +107,8 @@ func CountExecutions(recs []Invocation, evs []events.Event, workflows []string) 
 			handOn(stepKey{e.Workflow, e.After}, e)
 		case events.Reroute:
 			c.ChainsSuperseded++
+		case events.JoinTakeover:
+			c.JoinTakeovers++
 		}
 	}
 	var mine []Invocation

@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +12,21 @@ import (
 	"time"
 
 	"github.com/bedwe/bedwe/internal/atomicfile"
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/schedule"
 )
 
 // ManifestFile is the name of the manifest inside a testnet directory.
 const ManifestFile = "manifest.json"
+
+// Membership files of a testnet directory (see Manifest.SwarmKey,
+// TrustedPeers and ClientKey).
+const (
+	SwarmKeyFile     = "swarm.key"
+	TrustedPeersFile = "trusted-peers"
+	ClientKeyFile    = "client.key"
+	ClientsFile      = "clients"
+)
 
 // ScheduleFile is the name of the testnet's copy of its timetable, and
 // TrustedKeysFile that of the file listing every node's public key (passed
@@ -49,6 +60,20 @@ type Manifest struct {
 	Routing string `json:"routing,omitempty"`
 	// Keys is DIR/trusted-keys, passed to every node as --trusted-keys.
 	Keys string `json:"trusted_keys,omitempty"`
+	// SwarmKey (DIR/swarm.key) is the testnet's private network key, passed
+	// to every node as --swarm-key; empty: an open testnet (Options.Open).
+	SwarmKey string `json:"swarm_key,omitempty"`
+	// TrustedPeers (DIR/trusted-peers) lists every node's peer ID, passed
+	// to every node as --trusted-peers.
+	TrustedPeers string `json:"trusted_peers,omitempty"`
+	// ClientKey (DIR/client.key) is the testnet's client key, passed to
+	// every node as --client-key: every node authorizes it as its own CLI,
+	// so clients of the testnet (--testnet DIR) may use any node.
+	ClientKey string `json:"client_key,omitempty"`
+	// Clients (DIR/clients) lists client peer IDs besides the testnet's
+	// own, passed to every node as --clients; it starts empty and nodes
+	// re-read it when it changes.
+	Clients string `json:"clients,omitempty"`
 	// Record is the invocation record file the services file names
 	// (DIR/invocations.jsonl unless the caller's services text names
 	// another): every service invocation of every node appends a line to
@@ -164,6 +189,26 @@ func (m *Manifest) RecordFiles() []string {
 		add(nd.Record)
 	}
 	return out
+}
+
+// ClientOptions are the keys a client of the testnet dials with: its swarm
+// key and its client key (none for an open testnet).
+func (m *Manifest) ClientOptions() (client.Options, error) {
+	o, err := client.LoadOptions(m.SwarmKey, m.ClientKey)
+	if err != nil {
+		return o, fmt.Errorf("testnet %s: %w", m.Dir, err)
+	}
+	return o, nil
+}
+
+// Dial connects a client to a testnet node at a full multiaddr with the
+// testnet's keys.
+func (m *Manifest) Dial(ctx context.Context, addrs ...string) (*client.Client, error) {
+	o, err := m.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.DialWith(ctx, o, addrs...)
 }
 
 // Status reports every node and whether its process is running.

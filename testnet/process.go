@@ -62,6 +62,18 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 	if m.Keys != "" {
 		args = append(args, "--trusted-keys", m.Keys)
 	}
+	if m.SwarmKey != "" {
+		args = append(args, "--swarm-key", m.SwarmKey)
+	}
+	if m.TrustedPeers != "" {
+		args = append(args, "--trusted-peers", m.TrustedPeers)
+	}
+	if m.ClientKey != "" {
+		args = append(args, "--client-key", m.ClientKey)
+	}
+	if m.Clients != "" {
+		args = append(args, "--clients", m.Clients)
+	}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/bedwe/bedwe/internal/atomicfile"
+	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/schedule"
 )
 
@@ -88,6 +89,12 @@ type Options struct {
 	// timetable's zones). Nodes are assigned round-robin. When set, Zones
 	// is len(ZoneNames).
 	ZoneNames []string
+	// Open starts the nodes without membership: no swarm key, no
+	// trusted-peers list, no client key. By default a testnet is a private
+	// mesh (DIR/swarm.key) whose nodes trust exactly each other
+	// (DIR/trusted-peers) and authorize the testnet's client key
+	// (DIR/client.key).
+	Open bool
 }
 
 // clockLead is how far ahead of the first node's start Up puts a virtual
@@ -291,6 +298,11 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		}
 		m.Nodes = append(m.Nodes, node)
 	}
+	if !opts.Open {
+		if err := m.membership(); err != nil {
+			return nil, err
+		}
+	}
 	fail := func(err error) (*Manifest, error) {
 		_ = m.Save()
 		_ = m.Down()
@@ -397,6 +409,49 @@ func (m *Manifest) writeTrustedKeys() error {
 	nodesMu.Unlock()
 	if err := atomicfile.Write(m.Keys, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("write trusted keys: %w", err)
+	}
+	return nil
+}
+
+// membership writes the testnet's swarm key, client key and trusted-peers
+// list. Node identities are created here, before the nodes start, so the
+// list names every node from the first connection on (a node's
+// DATA/identity.key is a libp2p private key; the node keeps it).
+func (m *Manifest) membership() error {
+	m.SwarmKey = filepath.Join(m.Dir, SwarmKeyFile)
+	m.TrustedPeers = filepath.Join(m.Dir, TrustedPeersFile)
+	m.ClientKey = filepath.Join(m.Dir, ClientKeyFile)
+	m.Clients = filepath.Join(m.Dir, ClientsFile)
+	if err := os.WriteFile(m.Clients, []byte("# client peer IDs (bedwe id --client-key FILE) the nodes authorize besides client.key\n"), 0o644); err != nil {
+		return fmt.Errorf("write clients: %w", err)
+	}
+	_ = os.Remove(m.SwarmKey) // a fresh key for every testnet
+	if err := member.WriteSwarmKey(m.SwarmKey); err != nil {
+		return fmt.Errorf("testnet: %w", err)
+	}
+	if _, err := member.LoadOrCreateKey(m.ClientKey); err != nil {
+		return fmt.Errorf("testnet client key: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("# peer IDs of this testnet's nodes (--trusted-peers): nobody else may connect\n")
+	for i := range m.Nodes {
+		nd := &m.Nodes[i]
+		if err := os.MkdirAll(nd.DataDir, 0o700); err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+		key, err := member.LoadOrCreateKey(filepath.Join(nd.DataDir, "identity.key"))
+		if err != nil {
+			return fmt.Errorf("node %d identity: %w", i, err)
+		}
+		id, err := member.KeyID(key)
+		if err != nil {
+			return fmt.Errorf("node %d identity: %w", i, err)
+		}
+		nd.PeerID = id.String()
+		fmt.Fprintf(&b, "%s  # node %d, zone %s\n", id, i, nd.Zone)
+	}
+	if err := atomicfile.Write(m.TrustedPeers, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write trusted peers: %w", err)
 	}
 	return nil
 }

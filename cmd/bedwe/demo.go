@@ -90,14 +90,11 @@ func runDemo(c *cli.Context) error {
 		return remoteExit(err)
 	}
 	fmt.Fprintf(os.Stderr, "submitted %s to node 0\n", st.ID)
-	seen := map[string]bool{}
+	var progress progressCounter
 	final, err := cl.Wait(ctx, st.ID, 100*time.Millisecond, func(s api.Status) {
-		for _, e := range s.Recent {
-			key := e.Path + e.Start.String()
-			if !seen[key] {
-				seen[key] = true
-				fmt.Fprintf(os.Stderr, "  [%2d/%d] %-4s %-7s node %-2d zone %s\n", s.StepsDone, s.StepsTotal, e.Service, e.Outcome, indexOf[e.Peer], zoneOf[e.Peer])
-			}
+		for _, a := range progress.fresh(s) {
+			e := a.Entry
+			fmt.Fprintf(os.Stderr, "  [%2d/%d] %-4s %-7s node %-2d zone %s\n", a.Done, s.StepsTotal, e.Service, e.Outcome, indexOf[e.Peer], zoneOf[e.Peer])
 		}
 	})
 	if err != nil {

@@ -22,12 +22,15 @@ func main() {
 			"   bedwe check wf.bedwe       # validate a workflow file",
 		Commands: []*cli.Command{
 			// running a mesh
+			initCommand(),
 			nodeCommand(),
 			submitCommand(),
 			statusCommand(),
 			resultCommand(),
 			cancelCommand(),
 			peersCommand(),
+			swarmKeyCommand(),
+			idCommand(),
 			testnetCommand(),
 			demoCommand(),
 			benchCommand(),

@@ -17,7 +17,7 @@ import (
 )
 
 func nodeCommand() *cli.Command {
-	return &cli.Command{
+	return withConfigFile(&cli.Command{
 		Name:  "node",
 		Usage: "run one bedwe peer",
 		Description: `Runs a peer: it gossips its presence (zone, services, load), accepts message packs
@@ -26,12 +26,24 @@ another live peer. Workflows submitted to it make it their origin (result sink).
 
 The data directory keeps the peer's identity (so its peer ID survives restarts), the
 journal of work it holds (so a power cut loses nothing), node.json (how clients find
-it) and presence.json (its view of the mesh).
+it), presence.json (its view of the mesh) and client.key (the key of its own CLI).
+
+Membership: --swarm-key makes the mesh private (a host without the key cannot
+connect; TCP only, QUIC cannot be used with a private network); --trusted-peers
+admits only the listed peer IDs and --clients the listed client IDs (bedwe id prints
+either); the local CLI is always admitted through DATA/client.key.
+
+Settings: DATA/config.yaml (written by bedwe init) holds any of the flags below by
+name (zone: block-7, listen: [...]); a BEDWE_<FLAG> environment variable (BEDWE_ZONE,
+BEDWE_LOG_LEVEL, ...) overrides the file, and a flag on the command line overrides both.
 
 Examples:
+   bedwe init --data ~/.bedwe --zone block-7 && bedwe node --data ~/.bedwe
    bedwe node --data ~/.bedwe --listen /ip4/0.0.0.0/tcp/4001 --zone block-7 --services services.yaml
    bedwe node --data /tmp/n2 --listen /ip4/127.0.0.1/tcp/0 --zone b \
-       --services services.yaml --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW...`,
+       --services services.yaml --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW...
+   bedwe node --data ~/.bedwe --zone block-7 --services services.yaml \
+       --swarm-key ~/.bedwe/swarm.key --trusted-peers ~/.bedwe/trusted-peers --clients ~/.bedwe/clients`,
 		Flags: []cli.Flag{
 			dataFlag(),
 			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
@@ -51,9 +63,13 @@ Examples:
 			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
 			&cli.IntFlag{Name: "replicas", Usage: "how many other peers keep a copy of each join and workflow record (k), in distinct zones where possible", Value: 2},
 			&cli.StringFlag{Name: "routing", Usage: "timetable (choose peers powered for the step and drain before cuts) or heartbeat (ignore the timetable; for comparisons)", Value: "timetable"},
+			swarmKeyFlag("the mesh's pre-shared key FILE (bedwe swarm-key): only hosts holding it can connect; TCP only, QUIC cannot be used with a private network"),
+			&cli.StringFlag{Name: "trusted-peers", Usage: "FILE of member peer IDs, one per line (# comments); every other peer except listed clients is refused at the transport; re-read when it changes. Without it the mesh is open", EnvVars: []string{"BEDWE_TRUSTED_PEERS"}, TakesFile: true},
+			&cli.StringFlag{Name: "clients", Usage: "FILE of client peer IDs (bedwe id --client-key FILE prints one) allowed to submit, cancel and read results besides members and this node's own CLI; re-read when it changes", EnvVars: []string{"BEDWE_CLIENTS"}, TakesFile: true},
+			clientKeyFlag("key FILE of this node's own CLI, always authorized (created on first start; default DATA/client.key)"),
 		},
 		Action: runNode,
-	}
+	})
 }
 
 func runNode(c *cli.Context) error {
@@ -65,6 +81,7 @@ func runNode(c *cli.Context) error {
 		return cli.Exit("--log-level: "+err.Error(), 1)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	warnImplausibleClock(logger, time.Now(), c.String("data"), c.String("schedule"))
 	var cfg node.Config
 	switch c.String("profile") {
 	case "mesh":
@@ -123,6 +140,10 @@ func runNode(c *cli.Context) error {
 	} else {
 		cfg.JoinReplicas = k
 	}
+	cfg.SwarmKeyFile = c.String("swarm-key")
+	cfg.TrustedPeersFile = c.String("trusted-peers")
+	cfg.ClientsFile = c.String("clients")
+	cfg.ClientKeyFile = c.String("client-key")
 	cfg.Logger = logger
 	n, err := node.New(cfg)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -78,6 +79,16 @@ func runSubmit(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
+	// The workflow is checked here as bedwe check does, so a mistake prints
+	// the same FILE:LINE:COL lines (text the wire cannot carry, such as
+	// invalid UTF-8, would otherwise fail in the client's encoder).
+	if _, perr := grammar.Parse(name, src); perr != nil {
+		if _, err := workflowErrors(perr); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		fmt.Fprintln(os.Stderr, perr)
+		return cli.Exit("", 1)
+	}
 	input, err := readInput(c.String("input"))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -101,15 +112,10 @@ func runSubmit(c *cli.Context) error {
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "submitted %s to %s (%d services)\n", st.ID, short(st.Origin), st.StepsTotal)
-	seen := map[string]bool{}
+	var progress progressCounter
 	final, err := cl.Wait(ctx, st.ID, 150*time.Millisecond, func(s api.Status) {
-		for _, e := range s.Recent {
-			key := fmt.Sprintf("%s/%d/%s/%s", e.Path, e.Attempt, e.Start, e.Outcome)
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", s.StepsDone, s.StepsTotal, describeAttempt(e))
+		for _, a := range progress.fresh(s) {
+			fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", a.Done, s.StepsTotal, describeAttempt(a.Entry))
 		}
 	})
 	if err != nil {

@@ -37,7 +37,26 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "testnet", Usage: "talk to the testnet in this directory"},
 		&cli.IntFlag{Name: "node", Usage: "with --testnet: index of the testnet node to talk to", Value: -1},
 		dataFlag(),
+		swarmKeyFlag("the mesh's swarm key FILE (default: the one the local node or the testnet uses)"),
+		clientKeyFlag("client key FILE to authenticate with (default: the local node's DATA/client.key, or the testnet's)"),
 	}
+}
+
+func swarmKeyFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "swarm-key", Usage: usage, EnvVars: []string{"BEDWE_SWARM_KEY"}, TakesFile: true}
+}
+
+func clientKeyFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "client-key", Usage: usage, EnvVars: []string{"BEDWE_CLIENT_KEY"}, TakesFile: true}
+}
+
+// clientOptions reads the keys given with --swarm-key and --client-key.
+func clientOptions(c *cli.Context) (client.Options, error) {
+	o, err := client.LoadOptions(c.String("swarm-key"), c.String("client-key"))
+	if err != nil {
+		return o, cli.Exit(err.Error(), 1)
+	}
+	return o, nil
 }
 
 func outputFlag() cli.Flag {
@@ -55,10 +74,22 @@ func jsonOutput(c *cli.Context) (bool, error) {
 }
 
 // dialTarget connects to the peer chosen by --peer, --testnet or --data.
+//
+// Keys: --swarm-key and --client-key, else those of the local node (its
+// node.json in --data) for --peer and --data, else the testnet's.
 func dialTarget(ctx context.Context, c *cli.Context) (*client.Client, error) {
+	opts, err := clientOptions(c)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case c.String("peer") != "":
-		cl, err := client.Dial(ctx, c.String("peer"))
+		if nf, err := client.ReadNodeFile(c.String("data")); err == nil {
+			if local, err := client.NodeOptions(nf); err == nil {
+				opts = opts.Or(local)
+			}
+		}
+		cl, err := client.DialWith(ctx, opts, c.String("peer"))
 		if err != nil {
 			return nil, cli.Exit(err.Error(), 1)
 		}
@@ -68,12 +99,17 @@ func dialTarget(ctx context.Context, c *cli.Context) (*client.Client, error) {
 		if err != nil {
 			return nil, cli.Exit(err.Error(), 1)
 		}
+		tn, err := m.ClientOptions()
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 1)
+		}
+		opts = opts.Or(tn)
 		var lastErr error
 		for _, nd := range m.Nodes {
 			if i := c.Int("node"); i >= 0 && nd.Index != i {
 				continue
 			}
-			cl, err := client.DialDataDir(ctx, nd.DataDir)
+			cl, err := client.DialDataDirWith(ctx, nd.DataDir, opts)
 			if err == nil {
 				return cl, nil
 			}
@@ -84,7 +120,7 @@ func dialTarget(ctx context.Context, c *cli.Context) (*client.Client, error) {
 		}
 		return nil, cli.Exit("no testnet node answers: "+lastErr.Error(), 1)
 	default:
-		cl, err := client.DialDataDir(ctx, c.String("data"))
+		cl, err := client.DialDataDirWith(ctx, c.String("data"), opts)
 		if err != nil {
 			return nil, cli.Exit(err.Error(), 1)
 		}

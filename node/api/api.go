@@ -123,6 +123,9 @@ type ClientResponse struct {
 	// Schedule answers OpSchedule, Published OpPublishSchedule.
 	Schedule  *ScheduleInfo  `cbor:"10,keyasint,omitempty"`
 	Published *PublishResult `cbor:"11,keyasint,omitempty"`
+	// Refused (OpPeers) lists the peers the node refused recently: not
+	// members, unauthorized clients (see package node/member).
+	Refused []RefusedPeer `cbor:"12,keyasint,omitempty"`
 }
 
 // Workflow states.
@@ -195,6 +198,17 @@ type NodeFile struct {
 	// signs the timetables it publishes (add it to other nodes' trusted
 	// keys to accept them).
 	PublicKey string `json:"public_key,omitempty"`
+	// SwarmKey is the path of the private network's key the node runs
+	// with (empty: a public network); local clients use it too.
+	SwarmKey string `json:"swarm_key,omitempty"`
+	// ClientKey is the path of the key of the node's own CLI (DATA/client.key
+	// unless --client-key), whose peer ID ClientID the node always
+	// authorizes as a client.
+	ClientKey string `json:"client_key,omitempty"`
+	ClientID  string `json:"client_id,omitempty"`
+	// Members says whether the node admits only listed peers ("trusted
+	// peers") or everyone ("open").
+	Members string `json:"members,omitempty"`
 }
 
 // PresenceFile is written by a running node to DATA/presence.json whenever
@@ -260,6 +274,10 @@ type GuardMsg struct {
 	Delivery *Delivery  `cbor:"9,keyasint,omitempty"`
 	Origin   *OriginMsg `cbor:"10,keyasint,omitempty"`
 	Branch   int        `cbor:"11,keyasint,omitempty"`
+	// Epoch and Actor name the join actor a join operation comes from
+	// (join J7): a copy that knows a newer actor answers Superseded.
+	Epoch int    `cbor:"12,keyasint,omitempty"`
+	Actor string `cbor:"13,keyasint,omitempty"`
 }
 
 // GuardReply answers a GuardMsg.
@@ -278,4 +296,16 @@ type GuardReply struct {
 	Active bool `cbor:"8,keyasint,omitempty"`
 	// Origin carries a finished workflow's completion (origin-status).
 	Origin *OriginMsg `cbor:"9,keyasint,omitempty"`
+}
+
+// RefusedPeer is a peer a node refused recently: its connection was closed
+// at the transport (not a member) or its client request was refused.
+type RefusedPeer struct {
+	ID   string `cbor:"1,keyasint" json:"id"`
+	Addr string `cbor:"2,keyasint,omitempty" json:"addr,omitempty"`
+	// Reason says what the peer lacked, e.g. "not in --trusted-peers or
+	// --clients".
+	Reason string    `cbor:"3,keyasint" json:"reason"`
+	Count  int       `cbor:"4,keyasint" json:"count"`
+	Last   time.Time `cbor:"5,keyasint" json:"last"`
 }

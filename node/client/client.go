@@ -1,9 +1,13 @@
 // Package client talks to a running bedwe peer from outside: it starts a
-// short-lived libp2p host with a throw-away identity, dials the peer, and
-// sends client requests (submit, status, result, cancel, peers, list).
+// short-lived libp2p host, dials the peer, and sends client requests
+// (submit, status, result, cancel, peers, list).
 //
 // It finds the peer from a multiaddr, from a node's data directory
-// (DATA/node.json), or from a testnet directory (DIR/manifest.json).
+// (DATA/node.json), or from a testnet directory (DIR/manifest.json). On a
+// private mesh the host needs the mesh's swarm key, and on a mesh with
+// membership its identity must be a client key the node authorizes
+// (Options): the node's own DATA/client.key, or a key listed in the node's
+// --clients. Without a key the client uses a throw-away identity.
 package client
 
 import (
@@ -15,9 +19,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -28,10 +32,18 @@ type Client struct {
 	host    host.Host
 	target  peer.AddrInfo
 	timeout time.Duration
+	opts    Options
 }
 
-// Dial connects to the peer at a full multiaddr (with /p2p/ID).
+// Dial connects to the peer at a full multiaddr (with /p2p/ID) with a
+// throw-away identity on a public network.
 func Dial(ctx context.Context, addrs ...string) (*Client, error) {
+	return DialWith(ctx, Options{}, addrs...)
+}
+
+// DialWith connects to the peer at a full multiaddr (with /p2p/ID) with the
+// swarm key and client key of opts.
+func DialWith(ctx context.Context, opts Options, addrs ...string) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no peer address to dial")
 	}
@@ -47,26 +59,43 @@ func Dial(ctx context.Context, addrs ...string) (*Client, error) {
 			info.Addrs = append(info.Addrs, ai.Addrs...)
 		}
 	}
-	h, err := libp2p.New(libp2p.NoListenAddrs)
+	h, err := opts.newHost()
 	if err != nil {
-		return nil, fmt.Errorf("start client host: %w", err)
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := h.Connect(cctx, *info); err != nil {
 		h.Close()
-		return nil, fmt.Errorf("connect to peer %s: %w", info.ID, err)
+		return nil, connectError(info.ID, h.ID(), opts, false, err)
 	}
-	return &Client{host: h, target: *info, timeout: 30 * time.Second}, nil
+	// A node with membership closes an unlisted client's connection just
+	// after the dialer's side of the handshake ended: one round trip tells.
+	if res := <-ping.Ping(cctx, h, info.ID); res.Error != nil {
+		h.Close()
+		return nil, connectError(info.ID, h.ID(), opts, true, res.Error)
+	}
+	return &Client{host: h, target: *info, timeout: 30 * time.Second, opts: opts}, nil
 }
 
-// DialDataDir connects to the node whose data directory is dir.
+// DialDataDir connects to the node whose data directory is dir, with the
+// swarm key and client key that node names in its node.json.
 func DialDataDir(ctx context.Context, dir string) (*Client, error) {
+	return DialDataDirWith(ctx, dir, Options{})
+}
+
+// DialDataDirWith is DialDataDir with keys of opts taking precedence over
+// the node's.
+func DialDataDirWith(ctx context.Context, dir string, opts Options) (*Client, error) {
 	nf, err := ReadNodeFile(dir)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Dial(ctx, nf.Addrs...)
+	local, err := NodeOptions(nf)
+	if err != nil {
+		return nil, err
+	}
+	c, err := DialWith(ctx, opts.Or(local), nf.Addrs...)
 	if err != nil {
 		return nil, fmt.Errorf("node in %s (pid %d) does not answer — is `bedwe node --data %s` running? %w", dir, nf.PID, dir, err)
 	}
@@ -159,6 +188,16 @@ func (c *Client) Peers(ctx context.Context) ([]api.PeerInfo, error) {
 	return resp.Peers, nil
 }
 
+// Refused returns the peers this peer refused recently (not members,
+// unauthorized clients), newest first.
+func (c *Client) Refused(ctx context.Context) ([]api.RefusedPeer, error) {
+	resp, err := c.do(ctx, api.ClientRequest{Op: api.OpPeers})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Refused, nil
+}
+
 // List returns the workflows this peer is origin of.
 func (c *Client) List(ctx context.Context) ([]api.Status, error) {
 	resp, err := c.do(ctx, api.ClientRequest{Op: api.OpList})
@@ -179,7 +218,7 @@ func (c *Client) Wait(ctx context.Context, id string, every time.Duration, progr
 		if err != nil {
 			// The origin may be down (its replicas know the workflow too)
 			// or only slow: give it a few tries before giving up.
-			if alt, ok := statusFromAny(ctx, origins, id); ok {
+			if alt, ok := statusFromAny(ctx, c.opts, origins, id); ok {
 				st, err = alt, nil
 				if st.State != api.StateRunning {
 					return st, nil
@@ -218,10 +257,10 @@ func (c *Client) Wait(ctx context.Context, id string, every time.Duration, progr
 }
 
 // statusFromAny asks each address in turn for the workflow's result.
-func statusFromAny(ctx context.Context, addrs []string, id string) (api.Status, bool) {
+func statusFromAny(ctx context.Context, opts Options, addrs []string, id string) (api.Status, bool) {
 	for _, a := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := Dial(cctx, a)
+		c, err := DialWith(cctx, opts, a)
 		if err != nil {
 			cancel()
 			continue

@@ -57,6 +57,14 @@
 //     with every copy before it acknowledges the pack (BranchStarted), so a
 //     copy that takes over starts only branches nobody holds and none has
 //     ended.
+//   - J7 (one continuation after a false suspicion): a copy that takes
+//     over acts at the next epoch and tells every other copy, the primary
+//     included (NewActor); an acting copy that hears of a newer actor
+//     stops. The receiver of a continuation settles it with every other
+//     copy, naming the forwarder's [Token]; a copy that knows a newer
+//     actor answers superseded and the receiver refuses the pack. Of two
+//     actors that both forward, at most one continuation is accepted as
+//     long as each can reach the other.
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -150,6 +158,9 @@ type Record struct {
 	Created    time.Time                  `cbor:"11,keyasint"`
 	// Replicas are the replica copies in rank order (never the primary).
 	Replicas []pack.Peer `cbor:"12,keyasint,omitempty"`
+	// Primary is the copy that split the pattern (empty in records
+	// written before takeover epochs).
+	Primary pack.Peer `cbor:"14,keyasint,omitempty"`
 	// Split is what the pack that was split asked its receiver to settle
 	// (the release of the guardians of the step before the pattern): the
 	// copy that acts settles it before it starts any branch, and learns
@@ -178,13 +189,39 @@ type Record struct {
 	// Actor is the copy this one believes acts (for a passive or moved
 	// copy: whom it watches, or whom branch ends should go to).
 	Actor pack.Peer `cbor:"32,keyasint,omitempty"`
+	// Epoch counts takeovers: a copy that starts acting in another's
+	// place acts at the epoch after the one it knew (J7). EpochActor is
+	// the copy that acts at Epoch — not always Actor: a passive copy may
+	// watch an earlier replica that has not taken over (yet).
+	Epoch      int    `cbor:"33,keyasint,omitempty"`
+	EpochActor string `cbor:"34,keyasint,omitempty"`
 }
 
-// Start says who holds a started branch.
+// Token orders actors: the newer epoch wins, and of two copies that took
+// over at the same epoch the one with the greater peer ID (J7).
+type Token struct {
+	Epoch int
+	Actor string
+}
+
+// Before reports whether t is older than u.
+func (t Token) Before(u Token) bool {
+	return t.Epoch < u.Epoch || (t.Epoch == u.Epoch && t.Actor < u.Actor)
+}
+
+// Start says who holds a started branch, and which actor started it. An
+// acting copy records a pending start (no Holder yet) for every branch it
+// is about to dispatch, so a start by an older actor arriving meanwhile is
+// refused (J7).
 type Start struct {
 	Holder  pack.Peer `cbor:"1,keyasint"`
 	Attempt int       `cbor:"2,keyasint"`
+	Epoch   int       `cbor:"3,keyasint,omitempty"`
+	Actor   string    `cbor:"4,keyasint,omitempty"`
 }
+
+// Token is the actor that started the branch.
+func (s Start) Token() Token { return Token{Epoch: s.Epoch, Actor: s.Actor} }
 
 // Join is one copy of a join and its rules.
 type Join struct {
@@ -194,7 +231,7 @@ type Join struct {
 // New returns the primary copy of a new join. rec must carry the fields
 // fixed at the split; its Replicas are those that accepted a copy.
 func New(rec Record, self pack.Peer) *Join {
-	rec.Role, rec.Phase, rec.Actor = RolePrimary, PhaseOpen, self
+	rec.Role, rec.Phase, rec.Actor, rec.Primary, rec.EpochActor = RolePrimary, PhaseOpen, self, self, self.ID
 	if rec.Results == nil {
 		rec.Results = map[int]*Result{}
 	}
@@ -317,6 +354,30 @@ func (j *Join) Others(self string) []pack.Peer {
 	return out
 }
 
+// OtherCopies are every other copy: the primary (when this copy is not
+// it) and the replicas. Takeovers and forwarded continuations are settled
+// with all of them, so a live primary that was only suspected learns that
+// it no longer acts (J7).
+func (j *Join) OtherCopies(self string) []pack.Peer {
+	var out []pack.Peer
+	if j.rec.Primary.ID != "" && j.rec.Primary.ID != self {
+		out = append(out, j.rec.Primary)
+	}
+	return append(out, j.Others(self)...)
+}
+
+// Token is the actor token this copy knows: its epoch and actor.
+func (j *Join) Token() Token {
+	actor := j.rec.EpochActor
+	if actor == "" {
+		actor = j.rec.Primary.ID
+	}
+	if actor == "" {
+		actor = j.rec.Actor.ID
+	}
+	return Token{Epoch: j.rec.Epoch, Actor: actor}
+}
+
 // Earlier are the replicas ranked before this one (asked before it acts).
 func (j *Join) Earlier() []pack.Peer {
 	if j.rec.Rank <= 0 || j.rec.Rank > len(j.rec.Replicas) {
@@ -359,6 +420,9 @@ const (
 	RefuseRecovering
 	// RefuseNotActing: an update reached a copy that is not passive.
 	RefuseNotActing
+	// RefuseSuperseded: a continuation forwarded by an actor older than
+	// the one this copy knows (J7): the receiver refuses that pack.
+	RefuseSuperseded
 )
 
 // Ack is the answer to the event's sender.
@@ -437,9 +501,9 @@ type EarlierAnswered struct {
 // ForwardDone says the continuation was acknowledged by its next holder.
 type ForwardDone struct{}
 
-// ActorForwarded (on a passive copy) says the actor moved the
-// continuation on.
-type ActorForwarded struct{}
+// ActorForwarded says the actor with Token moved the continuation on (the
+// continuation's receiver, or the actor itself, tells every other copy).
+type ActorForwarded struct{ Token Token }
 
 // HandedOver (on the acting copy) says the replica To accepted to act in
 // its place (a drain before a power cut).
@@ -455,15 +519,20 @@ type TakeHandOver struct {
 // is the replica that acts now, or nil when none took over.
 type Recovered struct{ TakenBy *pack.Peer }
 
-// NewActor (on a passive copy) says another replica started acting.
-type NewActor struct{ Actor pack.Peer }
+// NewActor says another copy started acting at Epoch.
+type NewActor struct {
+	Actor pack.Peer
+	Epoch int
+}
 
 // BranchStarted says the peer Holder accepted the first pack of Branch
-// at Attempt (it tells every holder before it acknowledges the pack).
+// at Attempt, started by the actor Token (it tells every holder before it
+// acknowledges the pack).
 type BranchStarted struct {
 	Branch  int
 	Holder  pack.Peer
 	Attempt int
+	Token   Token
 }
 
 // SplitSettled says how settling Split went: Superseded when a guardian
@@ -485,6 +554,23 @@ func (SplitSettled) isEvent()    {}
 
 // Step applies one event and says what to do. self is this peer.
 func (j *Join) Step(ev Event, self pack.Peer) Ready {
+	r := j.step(ev, self)
+	if len(r.StartBranches) > 0 && j.Acting() {
+		// Pending starts (J7): this actor's, until the branch's first
+		// holder registers.
+		if j.rec.Started == nil {
+			j.rec.Started = map[int]Start{}
+		}
+		tok := j.Token()
+		for _, i := range r.StartBranches {
+			j.rec.Started[i] = Start{Epoch: tok.Epoch, Actor: tok.Actor}
+		}
+		r.Persist = true
+	}
+	return r
+}
+
+func (j *Join) step(ev Event, self pack.Peer) Ready {
 	switch ev := ev.(type) {
 	case Deliver:
 		return j.deliver(ev, self)
@@ -532,12 +618,29 @@ func (j *Join) Step(ev Event, self pack.Peer) Ready {
 		r.Persist, r.NotifyForwarded = true, true
 		return r
 	case ActorForwarded:
-		if j.Acting() || j.rec.Phase == PhaseForwarded || j.rec.Phase == PhaseAbandoned {
+		mine := j.Token()
+		switch {
+		case ev.Token.Before(mine):
+			// J7: an older actor's continuation; this copy knows a newer one.
+			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
+				"join %s: the continuation comes from an actor at epoch %d, taken over since (epoch %d)", j.rec.ID, ev.Token.Epoch, mine.Epoch)}}
+		case ev.Token == mine && j.Acting():
+			return none() // this copy's own continuation
+		case j.rec.Phase == PhaseAbandoned:
+			return none()
+		case j.rec.Phase == PhaseForwarded && !mine.Before(ev.Token):
 			return none()
 		}
-		j.rec.Phase = PhaseForwarded
+		// A newer (or this copy's) actor moved it on: it never acts again.
+		j.rec.Phase, j.rec.Epoch, j.rec.EpochActor = PhaseForwarded, ev.Token.Epoch, ev.Token.Actor
+		if ev.Token.Actor != j.rec.Actor.ID {
+			j.rec.Actor = pack.Peer{ID: ev.Token.Actor}
+		}
 		r := none()
 		r.Persist, r.Unwatch = true, true
+		if j.Acting() {
+			j.rec.Role = RoleMoved
+		}
 		return r
 	case HandedOver:
 		if !j.Acting() || j.rec.Phase == PhaseForwarded {
@@ -555,7 +658,7 @@ func (j *Join) Step(ev Event, self pack.Peer) Ready {
 		if rec.Results == nil {
 			rec.Results = map[int]*Result{}
 		}
-		rec.Role, rec.Actor, rec.Rank = RoleActing, self, j.rec.Rank
+		rec.Role, rec.Actor, rec.Rank, rec.Epoch, rec.EpochActor = RoleActing, self, j.rec.Rank, max(rec.Epoch, j.rec.Epoch)+1, self.ID
 		j.rec = rec
 		r := none()
 		r.Persist, r.Unwatch, r.TookOver = true, true, "the acting copy handed the join over before a power cut"
@@ -576,17 +679,30 @@ func (j *Join) Step(ev Event, self pack.Peer) Ready {
 		j.rec.Role = RolePrimary
 		return j.act(none())
 	case BranchStarted:
-		if j.rec.Phase != PhaseOpen || ev.Branch < 0 || ev.Branch >= len(j.rec.Branches) {
+		if ev.Branch < 0 || ev.Branch >= len(j.rec.Branches) {
 			return none()
 		}
-		if old, ok := j.rec.Started[ev.Branch]; ok && old.Attempt > ev.Attempt {
+		old, started := j.rec.Started[ev.Branch]
+		if started && ev.Token.Before(old.Token()) {
+			// J7: a newer actor started this branch; this start is of a
+			// superseded actor and stops at its first holder.
+			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
+				"join %s: branch %d was started again by a newer actor (epoch %d)", j.rec.ID, ev.Branch, old.Epoch)}}
+		}
+		if j.rec.Phase != PhaseOpen {
 			return none()
+		}
+		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt > ev.Attempt {
+			return none()
+		}
+		r := none()
+		if j.Token().Before(ev.Token) {
+			r = j.newActor(pack.Peer{ID: ev.Token.Actor}, ev.Token.Epoch)
 		}
 		if j.rec.Started == nil {
 			j.rec.Started = map[int]Start{}
 		}
-		j.rec.Started[ev.Branch] = Start{Holder: ev.Holder, Attempt: ev.Attempt}
-		r := none()
+		j.rec.Started[ev.Branch] = Start{Holder: ev.Holder, Attempt: ev.Attempt, Epoch: ev.Token.Epoch, Actor: ev.Token.Actor}
 		r.Persist = true
 		return r
 	case SplitSettled:
@@ -604,15 +720,27 @@ func (j *Join) Step(ev Event, self pack.Peer) Ready {
 		r.StartBranches = j.unstarted()
 		return r
 	case NewActor:
-		if j.rec.Role != RoleReplica || ev.Actor.ID == j.rec.Actor.ID {
-			return none()
+		if !j.Token().Before(Token{Epoch: ev.Epoch, Actor: ev.Actor.ID}) {
+			return none() // not newer than the actor this copy knows
 		}
-		j.rec.Actor = ev.Actor
-		r := none()
-		r.Persist, r.Watch = true, true
-		return r
+		return j.newActor(ev.Actor, ev.Epoch)
 	}
 	return none()
+}
+
+// newActor makes a newer actor the one this copy follows: a copy that was
+// only suspected learns it was taken over and stops acting (J7); the new
+// actor's fence stops anything it already sent.
+func (j *Join) newActor(actor pack.Peer, epoch int) Ready {
+	r := none()
+	if j.Acting() || j.rec.Role == RoleRecovering {
+		j.rec.Role = RoleMoved
+	} else if j.rec.Role == RoleReplica {
+		r.Watch = true
+	}
+	j.rec.Actor, j.rec.Epoch, j.rec.EpochActor = actor, epoch, actor.ID
+	r.Persist = true
+	return r
 }
 
 // deliver handles a branch end reaching this copy directly.
@@ -633,7 +761,7 @@ func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
 		// records the end as the actor (so the other copies get it), and
 		// does what a copy that starts acting does: settle the split, or
 		// start the branches nobody holds (J6), or forward.
-		j.rec.Role, j.rec.Actor = RoleActing, self
+		j.rec.Role, j.rec.Actor, j.rec.Epoch, j.rec.EpochActor = RoleActing, self, j.rec.Epoch+1, self.ID
 		r := j.record(d)
 		r.Persist, r.Unwatch, r.TookOver = true, true, "a branch end reached this replica"
 		if j.rec.Phase == PhaseOpen {
@@ -652,7 +780,7 @@ func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
 
 // takeOver makes a passive copy act.
 func (j *Join) takeOver(self pack.Peer, why string) Ready {
-	j.rec.Role, j.rec.Actor = RoleActing, self
+	j.rec.Role, j.rec.Actor, j.rec.Epoch, j.rec.EpochActor = RoleActing, self, j.rec.Epoch+1, self.ID
 	r := none()
 	r.Persist, r.Unwatch, r.TookOver = true, true, why
 	return j.act(r)
@@ -690,7 +818,9 @@ func (j *Join) unstarted() []int {
 		if j.rec.Kind == pack.FrameFailover && i != j.rec.Next {
 			continue
 		}
-		if _, ok := j.rec.Started[i]; ok {
+		// A pending start of this very actor (a restart lost its
+		// dispatch) is started again; anyone else's start stands.
+		if s, ok := j.rec.Started[i]; ok && (s.Holder.ID != "" || s.Token() != j.Token()) {
 			continue
 		}
 		if _, ok := j.rec.Results[i]; ok {

@@ -1,111 +1,29 @@
 package join
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/bedwe/bedwe/internal/script"
 	"github.com/bedwe/bedwe/pack"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
 
-// TestScripts replays every testdata/*.txt script: each block is one
-// command, a "----" line, and what the machine said to do followed by the
-// copy's state. A rule change shows as a diff of a readable script (the
-// style of etcd raft's interaction tests). go test -update rewrites them.
+// TestScripts replays every testdata/*.txt script (package
+// internal/script): each block is one command, a "----" line, and what the
+// machine said to do followed by the copy's state. go test -update
+// rewrites them after a deliberate rule change.
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
-}
-
-type block struct {
-	comment []string
-	cmd     string
-	want    []string
-}
-
-func parseScript(t *testing.T, path string) []block {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []block
-	var cur *block
-	var comment []string
-	inWant := false
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case cur == nil && strings.HasPrefix(line, "#"):
-			comment = append(comment, line)
-		case cur == nil && strings.TrimSpace(line) == "":
-		case cur == nil:
-			out = append(out, block{comment: comment, cmd: line})
-			comment = nil
-			cur = &out[len(out)-1]
-			inWant = false
-		case !inWant && line == "----":
-			inWant = true
-		case !inWant:
-			t.Fatalf("%s: a command is one line, then ----: %q", path, line)
-		case strings.TrimSpace(line) == "":
-			cur = nil
-		default:
-			cur.want = append(cur.want, line)
-		}
-	}
-	return out
-}
-
-func runScript(t *testing.T, path string) {
-	blocks := parseScript(t, path)
-	self := pack.Peer{ID: "self"}
-	var j *Join
-	var rewritten strings.Builder
-	failed := false
-	for i, b := range blocks {
-		got := apply(t, &j, b.cmd, self)
-		if strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-			failed = true
-			if !*update {
-				t.Errorf("%s block %d: %s\n got:\n\t%s\nwant:\n\t%s", path, i+1, b.cmd, strings.Join(got, "\n\t"), strings.Join(b.want, "\n\t"))
-			}
-		}
-		for _, c := range b.comment {
-			rewritten.WriteString(c + "\n")
-		}
-		fmt.Fprintf(&rewritten, "%s\n----\n%s\n\n", b.cmd, strings.Join(got, "\n"))
-	}
-	if *update && failed {
-		if err := os.WriteFile(path, []byte(rewritten.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func args(t *testing.T, fields []string) map[string]string {
-	m := map[string]string{}
-	for _, f := range fields {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok {
-			t.Fatalf("argument %q is not key=value", f)
-		}
-		m[k] = v
-	}
-	return m
+	script.RunAll(t, *update, func(t *testing.T) func(string) []string {
+		self := pack.Peer{ID: "self"}
+		var j *Join
+		return func(cmd string) []string { return apply(t, &j, cmd, self) }
+	})
 }
 
 func num(t *testing.T, m map[string]string, k string, def int) int {
@@ -132,7 +50,7 @@ var kinds = map[string]pack.FrameKind{"fork": pack.FrameFork, "first": pack.Fram
 // apply runs one command and renders what the machine said and its state.
 func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	fields := strings.Fields(cmd)
-	a := args(t, fields[1:])
+	a := script.Args(fields[1:])
 	if fields[0] == "new" {
 		rec := Record{ID: "j1", WorkflowID: "wf", Kind: kinds[a["kind"]]}
 		for range num(t, a, "branches", 2) {
@@ -171,7 +89,12 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	case "forward-done":
 		ev = ForwardDone{}
 	case "actor-forwarded":
-		ev = ActorForwarded{}
+		tok := j.Token()
+		tok.Epoch = num(t, a, "epoch", tok.Epoch)
+		if v, ok := a["actor"]; ok {
+			tok.Actor = v
+		}
+		ev = ActorForwarded{Token: tok}
 	case "handed-over":
 		ev = HandedOver{To: pack.Peer{ID: a["to"]}}
 	case "take-handover":
@@ -182,11 +105,16 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	case "recovered":
 		ev = Recovered{TakenBy: peerArg(a["taken"])}
 	case "branch-started":
-		ev = BranchStarted{Branch: num(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0)}
+		tok := j.Token()
+		tok.Epoch = num(t, a, "epoch", tok.Epoch)
+		if v, ok := a["actor"]; ok {
+			tok.Actor = v
+		}
+		ev = BranchStarted{Branch: num(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0), Token: tok}
 	case "split-settled":
 		ev = SplitSettled{Superseded: a["superseded"] == "true"}
 	case "new-actor":
-		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}}
+		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}, Epoch: num(t, a, "epoch", j.Token().Epoch+1)}
 	case "restart":
 		*jp = Load(j.Record())
 		return []string{ready((*jp).Resume()), state(*jp)}
@@ -234,7 +162,7 @@ func ready(r Ready) string {
 	return "do: " + strings.Join(parts, " ")
 }
 
-var refusalName = map[Refusal]string{RefuseMoved: "moved", RefuseRecovering: "recovering", RefuseNotActing: "not-acting"}
+var refusalName = map[Refusal]string{RefuseMoved: "moved", RefuseRecovering: "recovering", RefuseNotActing: "not-acting", RefuseSuperseded: "superseded"}
 
 func result(branch, attempt int, ok bool) string {
 	s := fmt.Sprintf("b%d@%d:", branch, attempt)
@@ -256,6 +184,9 @@ func state(j *Join) string {
 		res = append(res, result(k, rec.Results[k].Attempt, rec.Results[k].OK))
 	}
 	s := fmt.Sprintf("is: %s %s actor=%s results=[%s]", rec.Role, rec.Phase, rec.Actor.ID, strings.Join(res, " "))
+	if rec.Epoch > 0 {
+		s += fmt.Sprintf(" epoch=%d", rec.Epoch)
+	}
 	if rec.Phase == PhaseDecided || rec.OK || rec.Error != "" {
 		if rec.OK {
 			s += fmt.Sprintf(" outcome=ok winners=%v", rec.Winners)
@@ -269,7 +200,8 @@ func state(j *Join) string {
 	if len(rec.Started) > 0 {
 		var st []string
 		for _, k := range sortedKeys(rec.Started) {
-			st = append(st, fmt.Sprintf("b%d@%s", k, rec.Started[k].Holder.ID))
+			s := rec.Started[k]
+			st = append(st, fmt.Sprintf("b%d@%s(by %s#%d)", k, s.Holder.ID, s.Actor, s.Epoch))
 		}
 		s += " started=[" + strings.Join(st, " ") + "]"
 	}

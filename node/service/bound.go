@@ -102,6 +102,18 @@ func (b *bound) interrupted(ctx context.Context, ran time.Duration, err error) e
 	}
 }
 
+// DeclaredTimeout returns the per-attempt timeout that the services file
+// declared for svc (a services entry's or pattern's timeout), or 0 when it
+// declared none or svc did not come from a services file. Invoke enforces it
+// itself and reports its expiry as a *Timeout; a caller that applies a
+// default deadline only to services without one of their own reads it here.
+func DeclaredTimeout(svc Service) time.Duration {
+	if b, ok := svc.(*bound); ok {
+		return b.timeout
+	}
+	return 0
+}
+
 // Func adapts a Go function to a Service, for embedding bedwe and for tests.
 // The function's result must be a JSON object; a non-object result becomes a
 // *Failure. Errors from fn are returned as they are.

@@ -26,8 +26,12 @@ type sleepRunner struct {
 	max         time.Duration
 }
 
-// AttrSleep is the step attribute a from_request sleep reads first
-// (S1[sleep=1.5s]).
+// AttrSleep is the request attribute a from_request sleep reads first
+// (Request.Attrs["sleep"] = "1.5s"), for embedders that build requests
+// themselves. The workflow language has no sleep attribute (its parser
+// accepts only timeout, retries, backoff, once, out and expect), so a
+// workflow names the time in its input instead: {"sleep_ms": 1500}, or
+// {"sleep_ms": {"S1": 1500}} for one service.
 const AttrSleep = "sleep"
 
 // DefaultSleepField is the input field a from_request sleep reads when the

@@ -47,10 +47,12 @@
 //	  # is a hash of the seed and its idempotency key, so a run replays
 //	  # exactly on every peer, and a retry draws again.
 //	  flaky: {kind: fail, probability: 0.3, seed: 1}
-//	  # sleep for a time named by the request: the step attribute sleep=2s,
-//	  # else the input field sleep_ms (a number of milliseconds, or an object
-//	  # of milliseconds by service name), else duration; times scale, then max
-//	  # caps the result.
+//	  # sleep for a time named by the request: the input field sleep_ms (a
+//	  # number of milliseconds, {"sleep_ms": 1500}, or an object of
+//	  # milliseconds by service name, {"sleep_ms": {"task": 1500}}), else
+//	  # duration; times scale, then max caps the result. (A request built by
+//	  # an embedder may also carry the attribute sleep=1.5s, read first; the
+//	  # workflow language has no such attribute.)
 //	  task: {kind: sleep, from_request: true, field: sleep_ms, scale: 0.01, max: 10s, duration: 10ms}
 //	patterns:
 //	  - {match: "S*", kind: sleep, duration: 10ms}

@@ -49,8 +49,8 @@ const DefaultSleep = 10 * time.Millisecond
 
 // Default returns a registry for testnets in which every service name that
 // matches one of patterns ("*" when none are given) is a sleep builtin: it
-// sleeps for the time the request names (the step attribute sleep=, else the
-// input field sleep_ms) or DefaultSleep.
+// sleeps for the time the request names (the input field sleep_ms, or the
+// request attribute sleep an embedder may set) or DefaultSleep.
 func Default(patterns ...string) (*Registry, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"*"}

@@ -124,3 +124,32 @@ func TestNewRegistryAndFunc(t *testing.T) {
 		t.Error("NewRegistry accepted a keyword as a service name")
 	}
 }
+
+// TestDeclaredTimeout: the node reads a service's own timeout to decide
+// whether its default step deadline applies (and which limit to name).
+func TestDeclaredTimeout(t *testing.T) {
+	t.Parallel()
+	r, err := Parse([]byte(`version: 1
+services:
+  boom: {kind: fail, probability: 1, timeout: 10s}
+  plain: {kind: echo}
+patterns:
+  - {match: "S*", kind: sleep, duration: 1ms, timeout: 250ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]time.Duration{"boom": 10 * time.Second, "plain": 0, "S7": 250 * time.Millisecond} {
+		s, ok := r.Lookup(name)
+		if !ok {
+			t.Fatalf("%s not offered", name)
+		}
+		if got := DeclaredTimeout(s); got != want {
+			t.Errorf("DeclaredTimeout(%s) = %s, want %s", name, got, want)
+		}
+	}
+	f := Func("custom", 0, func(context.Context, Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+	if got := DeclaredTimeout(f); got != 0 {
+		t.Errorf("DeclaredTimeout(Func) = %s, want 0", got)
+	}
+}

@@ -30,7 +30,7 @@ type Request struct {
 	// output label.
 	Outputs map[string]json.RawMessage `json:"outputs"`
 	// Attrs are the step's attributes as written in the workflow
-	// (S1[sleep=2s] gives {"sleep": "2s"}); services may read them.
+	// (S1[timeout=2s] gives {"timeout": "2s"}); services may read them.
 	Attrs map[string]string `json:"attrs,omitempty"`
 	// Peer is the libp2p peer ID of the peer running this attempt; the node
 	// fills it in. The record file (see the package doc) logs it.

@@ -1,0 +1,568 @@
+// Package guard is the decision core of a guardian: the copy a peer keeps
+// of a step that another peer (the holder) runs, and the rules that say
+// what each event does to it. It does no I/O and takes no lock: Step takes
+// one event and returns a Ready that says what the node must do, in order
+// (the shape of etcd's raft Step/Ready):
+//
+//  1. persist (Ready.Persist): write the copy, or delete it and write its
+//     release tombstone in one transaction — and refuse the event if that
+//     fails (the machine is stepped on a clone and kept only once written);
+//  2. answer the request that stepped it (Ready.Reply);
+//  3. start or stop watching holders (Ready.Watch, Ready.Unwatch);
+//  4. start the asynchronous work: re-route (Ready.Reroute), ask the primary
+//     guardian (Ready.AskPrimary), tell a superseded holder
+//     (Ready.TellSuperseded), release the old attempt's backups
+//     (Ready.ReleaseOld), recruit a backup (Ready.RecruitBackup), ask a new
+//     holder to beat here (Ready.AddWatcher).
+//
+// # One key, two records
+//
+// A [Guard] is one step key (workflow and step path; attempts share it).
+// It has at most one live copy (the pack, its holder, the attempt, the
+// guardian's role) and at most one tombstone: the newest attempt at which
+// the step was released (moved on). The tombstone outlives the copy so a
+// late store or release of an older attempt is recognised.
+//
+// # Invariants
+//
+//   - G1 (release or re-route, never both): of a release and a re-route of
+//     the same attempt, whichever is stepped first wins. A release that
+//     arrives while a re-route is claimed ([Claim] then [Rerouted]), or
+//     after a newer attempt was stored or released, is answered Superseded
+//     — the receiver that asked refuses its pack, which stops the
+//     superseded chain at its next hop (I1 of package node).
+//   - G2 (released stays released): a store of an attempt not newer than
+//     the tombstone is acknowledged and ignored, so a slow hand-off's copy
+//     never resurrects work that moved on.
+//   - G3 (one re-route per attempt): only a primary guardian re-routes; a
+//     backup asks the primary first and acts only when it cannot be
+//     reached. A re-route is claimed once per attempt and holder; a second
+//     suspicion or hand-back of the same attempt finds nothing to do.
+//   - G4 (at most once stays at most once): an at-most-once step whose
+//     holder vanished is never re-run: [GiveUp] with Supersede marks the
+//     step released past its attempt, so whatever the vanished holder
+//     handed on is answered Superseded when it asks for its release.
+//   - G5 (durable before answered): every change to the copy or the
+//     tombstone is in Ready.Persist and the answer comes after it.
+//
+// The node owns persistence, the network and timers; the scripted tests in
+// testdata/*.txt drive the machine and show each decision (go test
+// ./node/guard -update rewrites them after a deliberate rule change).
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Role says which guardian of a step acts first.
+type Role uint8
+
+// The roles.
+const (
+	// RolePrimary re-routes when the holder goes silent.
+	RolePrimary Role = iota + 1
+	// RoleBackup waits for the primary and asks it first.
+	RoleBackup
+)
+
+func (r Role) String() string {
+	switch r {
+	case RolePrimary:
+		return "primary"
+	case RoleBackup:
+		return "backup"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Record is a guardian's live copy of a step held elsewhere, as journaled.
+type Record struct {
+	Key     string    `cbor:"1,keyasint"`
+	Pack    []byte    `cbor:"2,keyasint"`
+	Holder  pack.Peer `cbor:"3,keyasint"`
+	Attempt int       `cbor:"4,keyasint"`
+	Role    Role      `cbor:"5,keyasint"`
+	Primary pack.Peer `cbor:"6,keyasint,omitempty"`
+	// Tried lists holders that went silent on this step: never again.
+	Tried []string  `cbor:"7,keyasint,omitempty"`
+	Since time.Time `cbor:"8,keyasint"`
+	// Backups are the other guardians a primary copy told about.
+	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
+}
+
+func (r *Record) clone() *Record {
+	c := *r
+	c.Tried = slices.Clone(r.Tried)
+	c.Backups = slices.Clone(r.Backups)
+	return &c
+}
+
+// Mark is a release tombstone: the step moved on at Attempt.
+type Mark struct {
+	At      time.Time `cbor:"1,keyasint"`
+	Attempt int       `cbor:"2,keyasint"`
+}
+
+// Guard is everything one guardian knows of one step key.
+type Guard struct {
+	key  string
+	copy *Record
+	mark *Mark
+	// rerouting is set between Claim and its end (Rerouted, GiveUp,
+	// Aborted). It is not persisted: a restarted guardian re-routes anew.
+	rerouting bool
+}
+
+// New returns an empty guard for key.
+func New(key string) *Guard { return &Guard{key: key} }
+
+// Restore rebuilds a guard from its journaled records (either may be nil).
+func Restore(key string, rec *Record, mark *Mark) *Guard {
+	g := &Guard{key: key, mark: mark}
+	if rec != nil {
+		g.copy = rec.clone()
+	}
+	return g
+}
+
+// Clone returns a deep copy; the node steps a clone and keeps it once its
+// effects are persisted.
+func (g *Guard) Clone() *Guard {
+	c := *g
+	if g.copy != nil {
+		c.copy = g.copy.clone()
+	}
+	if g.mark != nil {
+		m := *g.mark
+		c.mark = &m
+	}
+	return &c
+}
+
+// Key is the step key.
+func (g *Guard) Key() string { return g.key }
+
+// Copy returns the live copy (nil when there is none). Do not modify it.
+func (g *Guard) Copy() *Record { return g.copy }
+
+// Mark returns the release tombstone (nil when there is none).
+func (g *Guard) Mark() *Mark { return g.mark }
+
+// Empty reports whether the guard holds neither a copy nor a tombstone.
+func (g *Guard) Empty() bool { return g.copy == nil && g.mark == nil }
+
+// Holds reports whether the live copy is of work held by holder.
+func (g *Guard) Holds(holder string) bool { return g.copy != nil && g.copy.Holder.ID == holder }
+
+// Persist says what to write before anything else is done.
+type Persist uint8
+
+// The persist kinds.
+const (
+	PersistNone Persist = iota
+	// PersistSave writes the live copy.
+	PersistSave
+	// PersistForget deletes the live copy and writes the tombstone, in one
+	// transaction.
+	PersistForget
+	// PersistDropMark deletes the tombstone (pruned).
+	PersistDropMark
+)
+
+// Reply is the answer to the request that stepped the guard (or to a
+// query).
+type Reply struct {
+	OK, Known, Released, Superseded bool
+	Attempt                         int
+	Holder                          pack.Peer
+	Error                           string
+}
+
+// Order asks the node to re-route the copy: check that the workflow has
+// not ended, then Claim, hand the pack to a peer outside Tried and the
+// silent Holder with attempt+1, and step Rerouted (or GiveUp / Aborted).
+type Order struct {
+	Pack    []byte
+	Holder  pack.Peer
+	Attempt int
+	Tried   []string
+	Since   time.Time
+	Why     string
+}
+
+// Ask asks the node to wait for the primary guardian, then ask it about
+// the key and step PrimaryAnswer (with Why, for a re-route).
+type Ask struct {
+	Primary pack.Peer
+	Silent  string
+	Attempt int
+	Why     string
+}
+
+// Notice tells a peer the key moved on to Attempt.
+type Notice struct {
+	Peer    pack.Peer
+	Attempt int
+}
+
+// ReleaseOld releases the backups of a superseded attempt.
+type ReleaseOld struct {
+	Peers   []pack.Peer
+	Attempt int
+}
+
+// Ready is what one step asks the node to do, in field order.
+type Ready struct {
+	Persist Persist
+	Reply   *Reply
+	// Watch: holders to watch; Unwatch: holders no longer watched for this
+	// key (the node unwatches those nothing else needs).
+	Watch   []pack.Peer
+	Unwatch []string
+	// Claimed: the node may go on with the re-route (or redispatch) it
+	// claimed. Dropped: the copy was dropped (MovedOn).
+	Claimed, Dropped bool
+	Reroute          *Order
+	AskPrimary       *Ask
+	TellSuperseded   *Notice
+	ReleaseOld       *ReleaseOld
+	RecruitBackup    bool
+	// AddWatcher: ask this holder to beat to this guardian at the attempt.
+	AddWatcher *Notice
+}
+
+// Event is something that happened to a guard.
+type Event interface{ isEvent() }
+
+// Store: this peer guards Pack, held by Holder at Attempt (a hand-off it
+// made, as primary, or a primary asking it to be a backup). Recruit asks
+// for a backup to be recruited when Backups is empty.
+type Store struct {
+	Pack    []byte
+	Holder  pack.Peer
+	Attempt int
+	Role    Role
+	Primary pack.Peer
+	Tried   []string
+	Backups []pack.Peer
+	Recruit bool
+	At      time.Time
+}
+
+// Release: the holder (or its successor) moved the step on at Attempt.
+type Release struct {
+	Attempt int
+	At      time.Time
+}
+
+// MovedOn: the step is known to have moved on at Attempt while Holder held
+// it (the holder said it no longer holds it, or the workflow ended).
+type MovedOn struct {
+	Holder  string
+	Attempt int
+	At      time.Time
+}
+
+// Silent: the failure detector suspects Holder.
+type Silent struct {
+	Holder string
+	Why    string
+}
+
+// Handback: the holder From asks for the step at Attempt to be re-routed
+// (its zone goes dark before the step would end).
+type Handback struct {
+	From    string
+	Attempt int
+	Why     string
+}
+
+// PrimaryAnswer: what the primary guardian said of the key (Reached false:
+// it could not be asked), after Silent made a backup Ask.
+type PrimaryAnswer struct {
+	Silent  string
+	Attempt int
+	Reached bool
+	Reply   Reply
+	Why     string
+	At      time.Time
+}
+
+// Claim: the node starts the re-route of Holder's attempt it was ordered.
+type Claim struct {
+	Holder  string
+	Attempt int
+}
+
+// ClaimDispatch: the node takes over the origin's first pack (its head is
+// a pattern, not a step) to dispatch it itself with attempt+1.
+type ClaimDispatch struct {
+	Holder  string
+	Attempt int
+	At      time.Time
+}
+
+// Rerouted: the claimed re-route handed the pack (Pack, Attempt) to Target
+// (Local: this peer), which recruited Backups.
+type Rerouted struct {
+	Target  pack.Peer
+	Local   bool
+	Pack    []byte
+	Attempt int
+	Backups []pack.Peer
+	At      time.Time
+}
+
+// GiveUp: the claimed re-route cannot go on (no peer could take it, or the
+// step is at-most-once); the node fails the branch. Supersede marks the
+// step released past the attempt (G4).
+type GiveUp struct {
+	Supersede bool
+	At        time.Time
+}
+
+// Aborted: the claimed re-route stopped (the workflow was cancelled or the
+// node is stopping) without a decision.
+type Aborted struct{}
+
+// BackupAdded: Peer agreed to guard the copy at Attempt too.
+type BackupAdded struct {
+	Peer    pack.Peer
+	Attempt int
+}
+
+// Prune: forget a tombstone older than Before (a copy is never pruned).
+type Prune struct{ Before time.Time }
+
+func (Store) isEvent()         {}
+func (Release) isEvent()       {}
+func (MovedOn) isEvent()       {}
+func (Silent) isEvent()        {}
+func (Handback) isEvent()      {}
+func (PrimaryAnswer) isEvent() {}
+func (Claim) isEvent()         {}
+func (ClaimDispatch) isEvent() {}
+func (Rerouted) isEvent()      {}
+func (GiveUp) isEvent()        {}
+func (Aborted) isEvent()       {}
+func (BackupAdded) isEvent()   {}
+func (Prune) isEvent()         {}
+
+// Status answers a co-guardian's question about the key.
+func (g *Guard) Status() Reply {
+	switch {
+	case g.copy != nil:
+		return Reply{OK: true, Known: true, Holder: g.copy.Holder, Attempt: g.copy.Attempt}
+	case g.mark != nil:
+		return Reply{OK: true, Known: true, Released: true, Attempt: g.mark.Attempt}
+	}
+	return Reply{OK: true}
+}
+
+// Owner answers a restarted holder from asking whether its attempt still
+// owns the step: Superseded when a newer attempt is guarded, or this
+// attempt is guarded as held by another peer.
+func (g *Guard) Owner(from string, attempt int) Reply {
+	r := g.Status()
+	if g.copy != nil {
+		r.Superseded = g.copy.Attempt > attempt || (g.copy.Attempt == attempt && g.copy.Holder.ID != from)
+	}
+	return r
+}
+
+// Step applies one event and returns what the node must do.
+func (g *Guard) Step(ev Event) Ready {
+	switch e := ev.(type) {
+	case Store:
+		return g.store(e)
+	case Release:
+		return g.release(e)
+	case MovedOn:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{}
+		}
+		rd := g.forget(e.Attempt, e.At)
+		rd.Dropped = true
+		return rd
+	case Silent:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.rerouting {
+			return Ready{}
+		}
+		if g.copy.Role == RoleBackup {
+			return Ready{AskPrimary: &Ask{Primary: g.copy.Primary, Silent: e.Holder, Attempt: g.copy.Attempt, Why: e.Why}}
+		}
+		return Ready{Reroute: g.order(e.Why)}
+	case Handback:
+		if g.copy == nil || g.copy.Holder.ID != e.From || g.copy.Attempt != e.Attempt {
+			return Ready{Reply: &Reply{Error: "no guard copy of " + g.key + " held by that peer at that attempt"}}
+		}
+		if g.rerouting {
+			return Ready{Reply: &Reply{OK: true}} // under way already
+		}
+		return Ready{Reply: &Reply{OK: true}, Reroute: g.order(e.Why)}
+	case PrimaryAnswer:
+		return g.primaryAnswer(e)
+	case Claim:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{}
+		}
+		g.rerouting = true
+		return Ready{Claimed: true}
+	case ClaimDispatch:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{}
+		}
+		holder := g.copy.Holder
+		rd := g.forget(e.Attempt, e.At)
+		rd.Claimed = true
+		rd.TellSuperseded = &Notice{Peer: holder, Attempt: e.Attempt + 1}
+		return rd
+	case Rerouted:
+		return g.rerouted(e)
+	case GiveUp:
+		if g.copy == nil || !g.rerouting {
+			return Ready{}
+		}
+		g.rerouting = false
+		at := g.copy.Attempt
+		if e.Supersede {
+			at++
+		}
+		return g.forget(at, e.At)
+	case Aborted:
+		g.rerouting = false
+		return Ready{}
+	case BackupAdded:
+		if g.copy == nil || g.copy.Attempt != e.Attempt || slices.ContainsFunc(g.copy.Backups, func(p pack.Peer) bool { return p.ID == e.Peer.ID }) {
+			return Ready{}
+		}
+		g.copy.Backups = append(g.copy.Backups, e.Peer)
+		return Ready{Persist: PersistSave}
+	case Prune:
+		if g.copy != nil || g.mark == nil || !g.mark.At.Before(e.Before) {
+			return Ready{}
+		}
+		g.mark = nil
+		return Ready{Persist: PersistDropMark}
+	}
+	panic(fmt.Sprintf("guard: unknown event %T", ev))
+}
+
+func (g *Guard) store(e Store) Ready {
+	ok := &Reply{OK: true}
+	if g.mark != nil && g.mark.Attempt >= e.Attempt {
+		return Ready{Reply: ok} // G2: released before the copy got here
+	}
+	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
+		return Ready{Reply: ok} // a newer attempt is guarded already
+	}
+	var old string
+	if g.copy != nil {
+		old = g.copy.Holder.ID
+	}
+	g.copy = &Record{
+		Key: g.key, Pack: e.Pack, Holder: e.Holder, Attempt: e.Attempt, Role: e.Role, Primary: e.Primary,
+		Tried: slices.Clone(e.Tried), Since: e.At, Backups: slices.Clone(e.Backups),
+	}
+	rd := Ready{Persist: PersistSave, Reply: ok, Watch: []pack.Peer{e.Holder}, RecruitBackup: e.Recruit && len(e.Backups) == 0}
+	if old != "" && old != e.Holder.ID {
+		rd.Unwatch = []string{old}
+	}
+	return rd
+}
+
+func (g *Guard) release(e Release) Ready {
+	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
+		// G1: the step was re-routed (or is being) first.
+		return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Attempt: g.copy.Attempt}}
+	}
+	if g.copy == nil && g.mark != nil {
+		if g.mark.Attempt > e.Attempt {
+			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
+		}
+		if g.mark.Attempt == e.Attempt {
+			return Ready{Reply: &Reply{OK: true}} // released already
+		}
+	}
+	rd := g.forget(e.Attempt, e.At)
+	rd.Reply = &Reply{OK: true}
+	return rd
+}
+
+// forget drops the live copy and raises the tombstone to attempt.
+func (g *Guard) forget(attempt int, at time.Time) Ready {
+	var rd Ready
+	if g.copy != nil {
+		rd.Unwatch = []string{g.copy.Holder.ID}
+		g.copy = nil
+	}
+	if g.mark == nil || g.mark.Attempt < attempt {
+		g.mark = &Mark{At: at, Attempt: attempt}
+	}
+	rd.Persist = PersistForget
+	return rd
+}
+
+func (g *Guard) order(why string) *Order {
+	return &Order{
+		Pack: g.copy.Pack, Holder: g.copy.Holder, Attempt: g.copy.Attempt,
+		Tried: append(slices.Clone(g.copy.Tried), g.copy.Holder.ID), Since: g.copy.Since, Why: why,
+	}
+}
+
+func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
+	if g.copy == nil || g.copy.Holder.ID != e.Silent || g.copy.Attempt != e.Attempt || g.rerouting {
+		return Ready{} // moved on meanwhile
+	}
+	r := e.Reply
+	switch {
+	case !e.Reached:
+		// The primary is gone too: this backup acts (G3).
+		g.copy.Role = RolePrimary
+		return Ready{Persist: PersistSave, Reroute: g.order(e.Why)}
+	case r.Released || !r.Known:
+		return g.forget(g.copy.Attempt, e.At)
+	case r.Holder.ID != e.Silent || r.Attempt > g.copy.Attempt:
+		// The primary re-routed: follow the new holder.
+		g.copy.Holder, g.copy.Attempt = r.Holder, r.Attempt
+		return Ready{Persist: PersistSave, Watch: []pack.Peer{r.Holder}, Unwatch: []string{e.Silent}, AddWatcher: &Notice{Peer: r.Holder, Attempt: r.Attempt}}
+	}
+	// The primary still sees the holder: the suspicion was this peer's
+	// alone; watch it again.
+	return Ready{Watch: []pack.Peer{g.copy.Holder}}
+}
+
+func (g *Guard) rerouted(e Rerouted) Ready {
+	if g.copy == nil || !g.rerouting {
+		return Ready{}
+	}
+	g.rerouting = false
+	prev := g.copy
+	rd := Ready{Unwatch: []string{prev.Holder.ID}, TellSuperseded: &Notice{Peer: prev.Holder, Attempt: e.Attempt}}
+	var old []pack.Peer
+	for _, b := range prev.Backups {
+		if b.ID != e.Target.ID && !slices.ContainsFunc(e.Backups, func(x pack.Peer) bool { return x.ID == b.ID }) {
+			old = append(old, b)
+		}
+	}
+	if len(old) > 0 {
+		rd.ReleaseOld = &ReleaseOld{Peers: old, Attempt: prev.Attempt}
+	}
+	if e.Local {
+		// This peer took the pack itself: its backups guard it now.
+		f := g.forget(e.Attempt, e.At)
+		rd.Persist = f.Persist
+		return rd
+	}
+	g.copy = &Record{
+		Key: g.key, Pack: e.Pack, Holder: e.Target, Attempt: e.Attempt, Role: RolePrimary,
+		Tried: append(slices.Clone(prev.Tried), prev.Holder.ID), Since: e.At, Backups: slices.Clone(e.Backups),
+	}
+	rd.Persist = PersistSave
+	rd.Watch = []pack.Peer{e.Target}
+	return rd
+}
