@@ -47,32 +47,15 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--log-level", "info",
 		"--events", nd.Events(),
 	}
-	if m.NoPeerWait != "" {
-		args = append(args, "--no-peer-wait", m.NoPeerWait)
-	}
-	if m.Schedule != "" {
-		args = append(args, "--schedule", m.Schedule)
-	}
-	if m.Clock != "" {
-		args = append(args, "--clock", m.Clock)
-	}
-	if m.Routing != "" {
-		args = append(args, "--routing", m.Routing)
-	}
-	if m.Keys != "" {
-		args = append(args, "--trusted-keys", m.Keys)
-	}
-	if m.SwarmKey != "" {
-		args = append(args, "--swarm-key", m.SwarmKey)
-	}
-	if m.TrustedPeers != "" {
-		args = append(args, "--trusted-peers", m.TrustedPeers)
-	}
-	if m.ClientKey != "" {
-		args = append(args, "--client-key", m.ClientKey)
-	}
-	if m.Clients != "" {
-		args = append(args, "--clients", m.Clients)
+	// Flags the manifest may leave empty: passed only when set.
+	for _, f := range []struct{ flag, value string }{
+		{"--no-peer-wait", m.NoPeerWait}, {"--schedule", m.Schedule}, {"--clock", m.Clock},
+		{"--routing", m.Routing}, {"--trusted-keys", m.Keys}, {"--swarm-key", m.SwarmKey},
+		{"--trusted-peers", m.TrustedPeers}, {"--client-key", m.ClientKey}, {"--clients", m.Clients},
+	} {
+		if f.value != "" {
+			args = append(args, f.flag, f.value)
+		}
 	}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
