@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -82,22 +83,38 @@ func (n *Node) activity() Activity {
 	return a
 }
 
-// activityLoop rewrites activity.json whenever held work changes (at most
-// every 50 ms) and once a second.
+// activityLoop writes activity.json at start and then whenever what it
+// says changes (checked when held work changes, at most every 50 ms, and
+// once a second). An idle board writes nothing: the file used to be
+// rewritten, and fsynced, every second (docs/deploy.md, SD-card wear).
 func (n *Node) activityLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	path := filepath.Join(n.cfg.DataDir, "activity.json")
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-n.activityChanged:
-			time.Sleep(50 * time.Millisecond) // coalesce bursts
+	var last []byte
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-n.activityChanged:
+				time.Sleep(50 * time.Millisecond) // coalesce bursts
+			}
 		}
-		data, _ := json.MarshalIndent(n.activity(), "", "  ")
-		_ = atomicfile.Write(path, data, 0o644)
+		a := n.activity()
+		updated := a.Updated
+		a.Updated = time.Time{}
+		same, _ := json.Marshal(a)
+		if bytes.Equal(same, last) {
+			continue
+		}
+		last = same
+		a.Updated = updated
+		data, _ := json.MarshalIndent(a, "", "  ")
+		if err := atomicfile.Write(path, data, 0o644); err != nil && ctx.Err() == nil {
+			n.log.Debug("write activity.json", "err", err)
+		}
 	}
 }
 
