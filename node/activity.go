@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bedwe/bedwe/internal/atomicfile"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 )
 
@@ -48,9 +49,13 @@ func (n *Node) activity() Activity {
 	a := Activity{Updated: time.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, JoinInfo: []ActivityJoin{}, Origins: []string{}}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, h := range n.held {
-		st := h.state
-		if st == nil || st.DispatchOnly || st.Pack == nil || len(st.Pack.Workflow.Steps) == 0 {
+	for _, s := range n.helds.all() {
+		m := s.view()
+		if m.Phase() < held.PhaseRunning || m.Phase().Ended() {
+			continue
+		}
+		st := m.Record()
+		if st.DispatchOnly || st.Pack == nil || len(st.Pack.Workflow.Steps) == 0 {
 			continue
 		}
 		head, err := st.Pack.Head()

@@ -15,27 +15,12 @@ import (
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/guard"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
-
-// heldItem is work this peer holds and must keep its guardians informed of:
-// an accepted pack, or the origin's first pack before its first hand-off.
-type heldItem struct {
-	key       string
-	guardKey  string
-	attempt   int
-	guardians []pack.Peer
-	cancel    context.CancelFunc
-	recruited time.Time
-	state     *heldState
-	// releasing is set (under Node.mu) once releaseGuardians has taken its
-	// copy of guardians: a watcher added after that would never be
-	// released, so addWatcher refuses it and its recruiter releases it.
-	releasing bool
-}
 
 // beatConn beats to one guardian on a long-lived stream.
 type beatConn struct {
@@ -55,16 +40,16 @@ func (b *beatConn) ok() time.Time {
 // holds and the replicas of the joins it is primary of.
 func (n *Node) beatTargets() map[peer.ID]pack.Peer {
 	out := map[peer.ID]pack.Peer{}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	add := func(p pack.Peer) {
 		if id, err := peer.Decode(p.ID); err == nil && id != n.host.ID() {
 			out[id] = p
 		}
 	}
-	for _, h := range n.held {
-		for _, g := range h.guardians {
-			add(g)
+	for _, s := range n.helds.all() {
+		if m := s.view(); m.Beats() {
+			for _, g := range m.Guardians() {
+				add(g)
+			}
 		}
 	}
 	for _, c := range n.joins.all() {
@@ -171,17 +156,17 @@ func (n *Node) serveBeat(s network.Stream) {
 }
 
 // checkGuardians recruits a replacement guardian for held work none of
-// whose guardians has taken a beat for GuardianLoss.
+// whose guardians has taken a beat for GuardianLoss (when the machine
+// allows it: not once the settle list is taken, H3).
 func (n *Node) checkGuardians(conns map[peer.ID]*beatConn) {
 	now := time.Now()
-	var orphans []*heldItem
-	n.mu.Lock()
-	for _, h := range n.held {
-		if now.Sub(h.recruited) < n.cfg.GuardianLoss {
+	for _, s := range n.helds.all() {
+		m := s.view()
+		if !m.MayRecruit() || now.Sub(s.recruitedAt()) < n.cfg.GuardianLoss {
 			continue
 		}
 		alive := false
-		for _, g := range h.guardians {
+		for _, g := range m.Guardians() {
 			id, err := peer.Decode(g.ID)
 			if err != nil {
 				continue
@@ -190,116 +175,54 @@ func (n *Node) checkGuardians(conns map[peer.ID]*beatConn) {
 				alive = true
 			}
 		}
-		if !alive {
-			h.recruited = now
-			orphans = append(orphans, h)
+		if alive {
+			continue
 		}
-	}
-	n.mu.Unlock()
-	for _, h := range orphans {
-		n.spawn(func(ctx context.Context) { n.recruitGuardian(ctx, h) })
+		s.rt.Lock()
+		s.recruited = now
+		s.rt.Unlock()
+		rd, err := n.stepHeld(s, held.GuardiansLost{})
+		if err == nil && rd.Recruit {
+			n.spawn(func(ctx context.Context) { n.recruitGuardian(ctx, s, rd.Exclude) })
+		}
 	}
 }
 
 // recruitGuardian asks a live peer in another zone to guard a held pack
 // whose guardians are gone (the peer becomes its primary guardian).
-func (n *Node) recruitGuardian(ctx context.Context, h *heldItem) {
-	packRaw, _, err := n.journal.Get(journal.BucketPackBytes, h.key)
+func (n *Node) recruitGuardian(ctx context.Context, s *heldSlot, gone []pack.Peer) {
+	rec := s.view().Record()
+	packRaw, _, err := n.journal.Get(journal.BucketPackBytes, rec.Key)
 	if err != nil || packRaw == nil {
 		return
 	}
 	exclude := map[peer.ID]bool{n.host.ID(): true}
-	n.mu.Lock()
-	for _, g := range h.guardians {
+	for _, g := range gone {
 		if id, err := peer.Decode(g.ID); err == nil {
 			exclude[id] = true
 		}
 	}
-	n.mu.Unlock()
 	g, ok := n.pickGuardian(exclude, n.cfg.Zone)
 	if !ok {
 		return
 	}
-	msg := api.GuardMsg{Op: api.GuardStore, Key: h.guardKey, Attempt: h.attempt, Pack: packRaw, Holder: n.self()}
+	msg := api.GuardMsg{Op: api.GuardStore, Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: packRaw, Holder: n.self()}
 	var rep api.GuardReply
 	if err := rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
 		return
 	}
-	if !n.addWatcher(h.guardKey, h.attempt, n.peerRef(g)) {
+	if r := n.offerWatcher(rec.GuardKey, rec.Attempt(), n.peerRef(g)); !r.OK || r.Released {
 		// Moved on meanwhile: the new guardian has nothing to watch.
-		_ = rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: h.guardKey, Attempt: h.attempt}, &rep, n.cfg.StreamTimeout)
+		_ = rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: rec.GuardKey, Attempt: rec.Attempt()}, &rep, n.cfg.StreamTimeout)
 		return
 	}
-	n.log.Info("recruited a new guardian", "key", h.guardKey, "guardian", rpc.ShortID(g))
-}
-
-// addWatcher adds a guardian to held work; false if nothing is held under
-// key at that attempt, or it is being released (moved on).
-func (n *Node) addWatcher(gkey string, attempt int, g pack.Peer) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, h := range n.held {
-		if h.guardKey == gkey && h.attempt == attempt && !h.releasing {
-			for _, x := range h.guardians {
-				if x.ID == g.ID {
-					return true
-				}
-			}
-			h.guardians = append(h.guardians, g)
-			n.persistGuardians(h)
-			n.kickBeats()
-			return true
-		}
-	}
-	return false
+	n.log.Info("recruited a new guardian", "key", rec.GuardKey, "guardian", rpc.ShortID(g))
 }
 
 func (n *Node) kickBeats() {
 	select {
 	case n.beatsChanged <- struct{}{}:
 	default:
-	}
-}
-
-// supersedeHeld stops held work under gkey older than attempt: a guardian
-// re-routed it, so this copy is stale.
-func (n *Node) supersedeHeld(gkey string, attempt int) {
-	n.mu.Lock()
-	var stale []*heldItem
-	for _, h := range n.held {
-		if h.guardKey == gkey && h.attempt < attempt {
-			stale = append(stale, h)
-		}
-	}
-	n.mu.Unlock()
-	for _, h := range stale {
-		n.log.Warn("held work superseded by a re-route", "key", h.key, "attempt", h.attempt, "newer", attempt)
-		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: h.state.Pack.WorkflowID, Step: headPath(h.state.Pack), Attempt: h.attempt})
-		h.cancel()
-		n.forgetHeld(h.key)
-		n.journalFailed("drop held pack", h.key, n.dropHeld(h.key))
-	}
-}
-
-// releaseGuardians tells every guardian of h that the work moved on.
-func (n *Node) releaseGuardians(ctx context.Context, h *heldItem) {
-	n.mu.Lock()
-	h.releasing = true
-	gs := append([]pack.Peer{}, h.guardians...)
-	n.mu.Unlock()
-	for _, g := range gs {
-		id, err := peer.Decode(g.ID)
-		if err != nil || id == n.host.ID() {
-			continue
-		}
-		n.learnAddrs(id, g.Addrs)
-		var rep api.GuardReply
-		msg := api.GuardMsg{Op: api.GuardRelease, Key: h.guardKey, Attempt: h.attempt}
-		for try := 0; try < 3; try++ {
-			if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, msg, &rep, 2*time.Second); err == nil {
-				break
-			}
-		}
 	}
 }
 

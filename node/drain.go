@@ -9,6 +9,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -159,45 +160,41 @@ func (n *Node) joinHandoverOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 // handBackSteps asks the guardians of every step still running here that
 // would not end before the cut to re-route it now.
 func (n *Node) handBackSteps(ctx context.Context, cutAt time.Time) {
-	n.mu.Lock()
-	var items []*heldItem
-	for _, h := range n.held {
-		if h.state != nil && !h.state.Executed && !h.state.DispatchOnly && len(h.guardians) > 0 {
-			items = append(items, h)
-		}
-	}
-	n.mu.Unlock()
 	view := n.tt.view
 	now := view.Now()
-	for _, h := range items {
-		head, err := h.state.Pack.Head()
+	for _, s := range n.helds.all() {
+		m := s.view()
+		if !m.CanHandBack() {
+			continue
+		}
+		head, err := m.Record().Pack.Head()
 		if err != nil {
 			continue
 		}
+		s.rt.Lock()
+		since := s.since
+		s.rt.Unlock()
 		expected := view.Expected(head.Name, n.tt.clock.Virtual(head.Expect()))
-		ran := n.tt.clock.Virtual(time.Since(h.recruited))
+		ran := n.tt.clock.Virtual(time.Since(since))
 		if now.Add(max(expected-ran, 0) + view.Config().Margin).Before(cutAt) {
 			continue // it ends in time and is forwarded as usual
 		}
-		n.handBack(ctx, h, head)
+		n.handBack(ctx, m.Record(), m.Guardians(), head)
 	}
 }
 
 // handBack asks h's guardians, primary first, to re-route h now.
-func (n *Node) handBack(ctx context.Context, h *heldItem, head *grammar.Service) {
-	n.mu.Lock()
-	gs := append([]pack.Peer{}, h.guardians...)
-	n.mu.Unlock()
+func (n *Node) handBack(ctx context.Context, h *held.Record, gs []pack.Peer, head *grammar.Service) {
 	for _, g := range gs {
 		if g.ID == n.host.ID().String() {
 			continue
 		}
-		rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardHandback, Key: h.guardKey, Attempt: h.attempt})
+		rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardHandback, Key: h.GuardKey, Attempt: h.Attempt()})
 		if rep.OK {
-			n.log.Info("step handed back before the cut", "key", h.key, "step", head.Name, "guardian", rpc.ShortIDString(g.ID))
+			n.log.Info("step handed back before the cut", "key", h.Key, "step", head.Name, "guardian", rpc.ShortIDString(g.ID))
 			return
 		}
-		n.log.Info("hand-back refused", "key", h.key, "guardian", rpc.ShortIDString(g.ID), "err", rep.Error)
+		n.log.Info("hand-back refused", "key", h.Key, "guardian", rpc.ShortIDString(g.ID), "err", rep.Error)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/node/service"
@@ -70,52 +71,76 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
 	n.learnFrom(p.Trace)
-	st := &heldState{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
+	rec := held.Record{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
 	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
-		st.Guardians = []pack.Peer{p.Sender}
+		rec.Guardians = []pack.Peer{p.Sender}
 	}
-	key := st.Key
-	if err := n.saveHeld(key, st); err != nil {
-		return refuse(api.CodeInternal, "journal: "+err.Error())
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
+	if !fresh {
+		// The same attempt handed here again (a sender that timed out
+		// and tried again): this peer holds it already.
+		if m := s.view(); m.Phase() >= held.PhaseRunning && !m.Phase().Ended() {
+			return api.Ack{OK: true}
+		}
+		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID())))
+	}
+	if _, err := n.stepHeld(s, held.Accepted{}); err != nil {
+		n.helds.remove(rec.Key, s)
+		return refuse(api.CodeInternal, err.Error())
 	}
 	// Two copies besides this one before anything is released: the
 	// sender's (once it hears the ack) and a backup's.
-	backups := n.recruitHolderBackup(ctx, st)
-	if len(backups) > 0 {
-		st.Guardians = append(st.Guardians, backups...)
-		if err := n.saveHeld(key, st); err != nil {
-			n.releaseBackups(ctx, st.GuardKey, p.Attempt, backups)
-			n.journalFailed("drop held pack", key, n.dropHeld(key))
-			return refuse(api.CodeInternal, "journal: "+err.Error())
+	if backups := n.recruitHolderBackup(ctx, s); len(backups) > 0 {
+		if _, err := n.stepHeld(s, held.BackupsRecruited{Peers: backups}); err != nil {
+			n.releaseBackups(ctx, rec.GuardKey, p.Attempt, backups)
+			n.helds.remove(rec.Key, s)
+			n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
+			return refuse(api.CodeInternal, err.Error())
 		}
 	}
-	if err := n.settle(ctx, p.Attempt, p.Settle); err != nil {
-		// Released on the node's context: ctx may be the one that ended.
-		n.releaseBackups(n.ctx, st.GuardKey, p.Attempt, backups)
-		if err := n.dropHeld(key); err != nil {
-			n.log.Error("journal", "key", key, "err", err)
-		}
-		if !errors.Is(err, errSuperseded) {
-			return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: settling the hand-over at peer %s was interrupted: %v", p.WorkflowID, rpc.ShortID(n.host.ID()), err))
-		}
+	settled := held.Settled{Result: held.SettleOK}
+	if err := n.settle(ctx, p.Attempt, p.Settle); errors.Is(err, errSuperseded) {
+		settled.Result = held.SettleSuperseded
+	} else if err != nil {
+		settled = held.Settled{Result: held.SettleInterrupted, Err: err.Error()}
+	}
+	rd, err := n.stepHeld(s, settled)
+	if err != nil {
+		// The drop failed: the record stays and a restart asks its
+		// guardians, which answer that the step moved on.
+		n.helds.remove(rec.Key, s)
+		return refuse(api.CodeInternal, err.Error())
+	}
+	// Released on the node's context: ctx may be the one that ended.
+	n.releaseBackups(n.ctx, rec.GuardKey, p.Attempt, rd.Release)
+	switch r := rd.Reply; {
+	case r == nil:
+		return refuse(api.CodeInternal, "workflow "+p.WorkflowID+": no decision")
+	case r.Code == held.CodeSuperseded:
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
-		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Reason: "refused at its next hop"})
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
+	case !r.OK:
+		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
-	n.spawn(func(ctx context.Context) { n.process(ctx, key, st) })
-	return api.Ack{OK: true, Guardians: backups}
+	n.spawn(func(ctx context.Context) { n.process(ctx, s) })
+	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
 }
 
 // recruitHolderBackup asks a live peer in another zone (not this one, not
 // the sender) to keep a copy of held work as its backup guardian, the
 // sender being the primary. It returns the peer, or none when nobody could
 // take it (the holder recruits later, as after losing its guardians).
-func (n *Node) recruitHolderBackup(ctx context.Context, st *heldState) []pack.Peer {
+func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer {
+	rec := s.view().Record()
+	raw, _, err := n.journal.Get(journal.BucketPackBytes, rec.Key)
+	if err != nil || raw == nil {
+		return nil
+	}
 	exclude := map[peer.ID]bool{n.host.ID(): true}
 	primary := pack.Peer{}
-	if len(st.Guardians) > 0 {
-		primary = st.Guardians[0]
+	if len(rec.Guardians) > 0 {
+		primary = rec.Guardians[0]
 		if id, err := peer.Decode(primary.ID); err == nil {
 			exclude[id] = true
 		}
@@ -127,7 +152,7 @@ func (n *Node) recruitHolderBackup(ctx context.Context, st *heldState) []pack.Pe
 			return nil
 		}
 		ref := n.peerRef(b)
-		msg := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Attempt: st.Pack.Attempt, Pack: st.PackRaw, Holder: n.self(), Primary: primary}
+		msg := api.GuardMsg{Op: api.GuardStore, Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
 		if rep := n.guardCall(ctx, ref, msg, settleCallTimeout); rep.OK {
 			return []pack.Peer{ref}
 		}
@@ -203,114 +228,6 @@ func lastRan(trace []pack.TraceEntry) string {
 // heldKey is the journal key of a held pack (journal.PackKey).
 func heldKey(p *pack.Pack) string {
 	return journal.PackKey(p.WorkflowID, headPath(p), p.Attempt)
-}
-
-// process runs the head step of an accepted pack (unless the journal says it
-// already ran), moves the residual on, and then releases the pack's
-// guardians. A guardian's re-route cancels ctx through supersedeHeld.
-func (n *Node) process(ctx context.Context, key string, st *heldState) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	h := n.registerHeld(st, cancel)
-	p := st.Pack
-	if !st.Executed && !st.DispatchOnly {
-		n.running.Add(1)
-		out, trace, err := n.execute(ctx, p)
-		n.running.Add(-1)
-		for i := range trace {
-			n.reportEvent(p, trace[i])
-		}
-		if errors.Is(err, errCancelled) || ctx.Err() != nil {
-			if n.ctx.Err() == nil && n.isCancelled(p) {
-				n.forgetHeld(key)
-				n.journalFailed("drop held pack", key, n.dropHeld(key))
-				n.releaseGuardians(n.ctx, h)
-			}
-			return
-		}
-		if err == nil {
-			n.learnFrom(trace)
-		}
-		st.Executed = true
-		st.Trace = trace
-		st.OK = err == nil
-		st.Output = out
-		if err != nil {
-			st.Error = err.Error()
-		}
-		// Journal the outcome so a restart forwards instead of re-running.
-		if jerr := n.saveHeld(key, st); jerr != nil {
-			n.log.Error("journal step outcome", "key", key, "err", jerr)
-		}
-	}
-	if ctx.Err() != nil {
-		return // superseded (or stopping) after the step ran: nothing moves on
-	}
-	if !st.Forwarded {
-		next := st.advanced()
-		// Whoever takes what follows releases this step's guardians.
-		next.Settle = n.settleFor(h)
-		switch {
-		case !st.OK && !st.DispatchOnly:
-			if err := n.finishBranch(ctx, next, false, st.Error); err != nil {
-				return
-			}
-		case len(next.Workflow.Steps) == 0:
-			if err := n.finishBranch(ctx, next, true, ""); err != nil {
-				return
-			}
-		default:
-			n.dispatch(ctx, next)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if !st.DispatchOnly {
-			n.ev.Emit(events.Event{Type: events.HandedOn, Workflow: p.WorkflowID, Step: headPath(p), Attempt: p.Attempt})
-		}
-		st.Forwarded = true
-		if err := n.saveHeld(key, st); err != nil {
-			n.log.Error("journal forwarded", "key", key, "err", err)
-		}
-	}
-	n.releaseGuardians(ctx, h)
-	n.forgetHeld(key)
-	if ctx.Err() == nil {
-		n.journalFailed("drop held pack", key, n.dropHeld(key))
-	}
-}
-
-// registerHeld makes held work visible to beats and supersede notices.
-func (n *Node) registerHeld(st *heldState, cancel context.CancelFunc) *heldItem {
-	h := &heldItem{key: st.Key, guardKey: st.GuardKey, attempt: st.Pack.Attempt, guardians: st.Guardians, cancel: cancel, recruited: time.Now(), state: st}
-	n.mu.Lock()
-	n.held[st.Key] = h
-	n.mu.Unlock()
-	n.kickBeats()
-	n.touchActivity()
-	return h
-}
-
-func (n *Node) forgetHeld(key string) {
-	n.mu.Lock()
-	delete(n.held, key)
-	n.mu.Unlock()
-	n.kickBeats()
-	n.touchActivity()
-}
-
-// persistGuardians journals h's guardian list (n.mu held).
-func (n *Node) persistGuardians(h *heldItem) {
-	raw, ok, err := n.journal.Get(journalPacks, h.key)
-	if err != nil || !ok {
-		return
-	}
-	var st heldState
-	if rpc.Dec.Unmarshal(raw, &st) != nil {
-		return
-	}
-	st.Guardians = h.guardians
-	n.journalFailed("save guardians", h.key, n.journal.Put(journalPacks, h.key, rpc.MustCBOR(&st)))
 }
 
 // execute runs the head service of p with its retries, backoff and

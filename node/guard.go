@@ -602,10 +602,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		n.supersedeHeld(m.Key, m.Attempt)
 		return api.GuardReply{OK: true}
 	case api.GuardAddWatcher:
-		if !n.addWatcher(m.Key, m.Attempt, m.Watcher) {
-			return api.GuardReply{OK: true, Released: true}
-		}
-		return api.GuardReply{OK: true}
+		return n.offerWatcher(m.Key, m.Attempt, m.Watcher)
 	case api.GuardHandback:
 		return n.handbackOp(from, m)
 	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover, api.GuardJoinActor, api.GuardJoinBranch:

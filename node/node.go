@@ -15,7 +15,10 @@
 //     step moves to its successor only when the successor has journaled the
 //     pack and settled the hand-over itself (settle.go): it releases the
 //     guardians of the step before, so the release does not depend on the
-//     sender surviving its acknowledgement. A guardian decides a release
+//     sender surviving its acknowledgement. The guardians the successor
+//     releases are fixed when the holder starts handing on (node/held H3):
+//     a guardian offered later is refused, so none is left watching work
+//     nobody releases it from. A guardian decides a release
 //     and a re-route of the same step atomically (node/guard G1: a release
 //     during a claimed re-route, or of an older attempt, is superseded);
 //     a release that loses is answered "superseded" and the successor
@@ -41,14 +44,19 @@
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
 //     copy, a branch result, a guard release reach the journal before the
 //     answer; a journal error refuses the request and changes nothing (join
-//     copies and guard slots step a clone and keep it only once written).
+//     copies, guard slots and held work step a clone and keep it only once
+//     written). Held work whose later writes (its outcome, "forwarded")
+//     the journal keeps refusing goes on in memory, logged as an error:
+//     nothing is acknowledged on them, and a restart repeats what the
+//     journal missed.
 //
-// Decisions for joins and guardians live in packages node/join and
-// node/guard, state machines with no I/O and no lock (Step returns a
-// Ready: persist, replicate or answer, then the asynchronous work);
-// join.go and guard.go carry them out. Holders and origins are still
-// decided in this package (beat.go, engine.go, origin.go) and are the next
-// to move into machines of their own.
+// Decisions for joins, guardians and holders live in packages node/join,
+// node/guard and node/held, state machines with no I/O and no lock (Step
+// returns a Ready: persist, replicate or answer, then the asynchronous
+// work); join.go, guard.go and holder.go carry them out, each stepping a
+// clone under a per-record lock and keeping it only once persisted.
+// Origins are still decided in this package (origin.go) and are the next
+// to move into a machine of its own.
 //
 // Files in this package, one concern each:
 //
@@ -60,14 +68,16 @@
 //	presence.go  gossiped presence and the live view of the mesh
 //	router.go    peer choice for the next service
 //	engine.go    accepting packs, running steps, dispatching residuals
+//	holder.go    carrying out the holder machine (node/held): held work
+//	             from acceptance to the release of its guardians
 //	settle.go    the receiver's side of a hand-over: releases and fencing
 //	join.go      carrying out the join machine (node/join)
 //	origin.go    workflow records, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
 //	guard.go     carrying out the guard machine (node/guard): copies of
 //	             handed-off packs, suspicion, re-routing
-//	beat.go      heartbeats from holders to guardians, release, recruitment,
-//	             confirming a late holder before accusing it
+//	beat.go      heartbeats from holders to guardians, recruitment of a
+//	             lost guardian, confirming a late holder before accusing it
 //	activity.go  DATA/activity.json: what this peer is busy with
 //	state.go     what the journal stores and how it is resumed
 //	timetable.go the load-shedding timetable, the outage view, trusted keys
@@ -132,7 +142,7 @@ type Node struct {
 	activityChanged chan struct{}
 
 	mu     sync.Mutex
-	held   map[string]*heldItem
+	helds  *heldTable  // its own lock
 	guards *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
@@ -202,7 +212,7 @@ func New(cfg Config) (*Node, error) {
 		limits:          pack.DefaultLimits(),
 		announceNow:     make(chan struct{}, 1),
 		joins:           newJoinTable(),
-		held:            map[string]*heldItem{},
+		helds:           newHeldTable(),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

@@ -12,6 +12,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -85,7 +86,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	// loses neither the workflow nor its result (I3). The first replica
 	// is the first pack's primary guardian, the others its backups.
 	rec.Status.Origins = fullAddrs(n.self())
-	st := &heldState{Pack: p, DispatchOnly: true, Key: journal.PackKey(p.WorkflowID, submitStep, 0), GuardKey: journal.StepKey(p.WorkflowID, submitStep)}
+	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(p.WorkflowID, submitStep, 0), GuardKey: journal.StepKey(p.WorkflowID, submitStep)}
 	replicas := n.pickReplicas(n.cfg.JoinReplicas, map[peer.ID]bool{n.host.ID(): true})
 	for _, ref := range replicas {
 		p.Origin = append(p.Origin, ref)
@@ -118,11 +119,10 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	if err != nil {
 		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
 	}
-	if err := n.saveHeld(st.Key, st); err != nil {
+	if err := n.hold(*st); err != nil {
 		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
 	}
 	n.log.Info("workflow submitted", "workflow", rec.Status.ID, "services", services, "replicas", len(rec.Replicas))
-	n.spawn(func(ctx context.Context) { n.process(ctx, st.Key, st) })
 	return rec.Status, nil
 }
 

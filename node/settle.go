@@ -101,23 +101,6 @@ func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardMsg, d ti
 	return rep
 }
 
-// settleFor lists what the receiver of the work that follows h must
-// settle: the release of h's guardians at h's attempt.
-func (n *Node) settleFor(h *heldItem) []pack.Settle {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var peers []pack.Peer
-	for _, g := range h.guardians {
-		if g.ID != n.host.ID().String() {
-			peers = append(peers, g)
-		}
-	}
-	if len(peers) == 0 {
-		return nil
-	}
-	return []pack.Settle{{Kind: pack.SettleGuard, Key: h.guardKey, Attempt: h.attempt, Peers: peers}}
-}
-
 // releaseGuard serves a release of the guard copy key at attempt. Of a
 // release and a re-route of the same copy, whichever this peer decides
 // first wins (node/guard G1): a release that comes after a re-route was

@@ -1,0 +1,604 @@
+// Package held is the decision core of a holder: a peer that accepted a
+// pack (or, at the origin, the first pack of a submitted workflow) and
+// owns its head step until the next holder, join or origin has taken what
+// follows. It does no I/O and takes no lock: Step takes one event and
+// returns a Ready that says what the node must do, in order (the shape of
+// etcd's raft Step/Ready, as in packages node/join and node/guard):
+//
+//  1. persist (Ready.Persist): write the record, or delete it — and refuse
+//     the event if that fails (the node steps a clone and keeps it only
+//     once written, so a failed write changes nothing);
+//  2. answer the request that stepped it (Ready.Reply);
+//  3. act: stop the running step (Ready.Stop), run it (Ready.Run), hand
+//     on what follows it (Ready.Forward, with the settle items the
+//     successor must carry out), release guardians (Ready.Release),
+//     recruit a guardian (Ready.Recruit), ask the guardians and the origin
+//     whether the work is still this peer's (Ready.AskOwners), tell the
+//     beat loop its targets changed (Ready.BeatsChanged), and record what
+//     happened (Ready.Note).
+//
+// # Phases
+//
+// A holder moves through named phases, never back:
+//
+//	accepting ──settled──▶ running ──ran──▶ ran ──forwarding──▶ forwarding ──forwarded──▶ forwarded ──released──▶ done
+//	    │                    ▲
+//	    └──refused──▶ done   │ owned
+//	resuming ────────────────┘ (restored from the journal; not owned ──▶ superseded)
+//
+// and from any live phase to superseded (a guardian re-routed the step) or
+// cancelled (the workflow was cancelled while the step ran).
+//
+// # Invariants
+//
+//   - H1 (acknowledged only when settled): an accepted pack is
+//     acknowledged only after it is journaled (I4) and the hand-over is
+//     settled: the guardians of the step before released it here. A
+//     settle answered superseded drops the pack and refuses it, which
+//     stops a superseded chain at its next hop (I1); an interrupted settle
+//     drops and refuses it too (nothing was settled).
+//   - H2 (a superseded holder does nothing more): once superseded,
+//     cancelled or done, every later event is ignored: no outcome is
+//     journaled again (a stale record would be resumed after a restart),
+//     nothing is forwarded, no guardian is added.
+//   - H3 (the settle list is taken once): entering forwarding fixes the
+//     guardians the successor releases. A guardian offered after that is
+//     refused (answered "moved on"), so no guardian is left watching work
+//     the successor's settle did not release — such a guardian would
+//     re-run finished work once this holder is gone. A guardian already
+//     listed is confirmed until the successor took the work.
+//   - H4 (ran once, then forwarded): the step's outcome is journaled
+//     before anything is handed on, so a restarted holder forwards the
+//     outcome instead of running the step again; an at-most-once step is
+//     never run twice by the same holder.
+//   - H5 (a restarted holder asks first): restored work runs or is
+//     forwarded only after its guardians and the origin were asked: any
+//     guardian that re-routed the step (or released it, for work not yet
+//     forwarded) or an origin whose workflow ended drops it.
+//
+// The node owns the journal, the network and timers; the scripted tests in
+// testdata/*.txt drive the machine and show each decision (go test
+// ./node/held -update rewrites them after a deliberate rule change).
+package held
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Record is what the journal keeps for held work: the pack as received
+// and, once the step ran, its outcome. A restarted peer forwards an
+// executed step's outcome instead of running it again.
+type Record struct {
+	Pack     *pack.Pack        `cbor:"-"`
+	PackRaw  []byte            `cbor:"1,keyasint,omitempty"`
+	Executed bool              `cbor:"2,keyasint"`
+	OK       bool              `cbor:"3,keyasint"`
+	Output   json.RawMessage   `cbor:"4,keyasint,omitempty"`
+	Error    string            `cbor:"5,keyasint,omitempty"`
+	Trace    []pack.TraceEntry `cbor:"6,keyasint,omitempty"`
+	// Guardians are the peers watching this holder for this pack.
+	Guardians []pack.Peer `cbor:"7,keyasint,omitempty"`
+	// Forwarded is set once the residual was handed on or delivered.
+	Forwarded bool `cbor:"8,keyasint,omitempty"`
+	// DispatchOnly marks the origin's first pack: nothing to run, only to
+	// dispatch.
+	DispatchOnly bool `cbor:"9,keyasint,omitempty"`
+	// Key is the journal key of the held pack, GuardKey the step's key at
+	// its guardians (attempts share it).
+	Key      string `cbor:"10,keyasint,omitempty"`
+	GuardKey string `cbor:"11,keyasint,omitempty"`
+}
+
+func (r *Record) clone() Record {
+	c := *r
+	c.Trace = slices.Clone(r.Trace)
+	c.Guardians = slices.Clone(r.Guardians)
+	return c
+}
+
+// Attempt is the attempt of the held step.
+func (r *Record) Attempt() int { return r.Pack.Attempt }
+
+// Advanced is the pack after the head step: on success the step is
+// consumed and its output recorded; on failure the workflow is left as it
+// was. A dispatch-only pack is returned as it is.
+func (r *Record) Advanced() *pack.Pack {
+	next := r.Pack.Clone()
+	if r.DispatchOnly {
+		return next
+	}
+	next.Trace = append(next.Trace, r.Trace...)
+	if !r.OK {
+		return next
+	}
+	head, err := next.Head()
+	if err != nil {
+		return next // nothing ran: only a dispatch-only pack has no service head
+	}
+	if next.Outputs == nil {
+		next.Outputs = map[string]json.RawMessage{}
+	}
+	next.Outputs[head.Label()] = r.Output
+	next.Workflow = &grammar.Workflow{Steps: next.Workflow.Steps[1:]}
+	return next
+}
+
+// Phase is where a holder is in its life.
+type Phase uint8
+
+// The phases, in the order a holder moves through them.
+const (
+	// PhaseAccepting: journaled, recruiting a backup and settling the
+	// hand-over; not acknowledged yet.
+	PhaseAccepting Phase = iota + 1
+	// PhaseResuming: restored from the journal; asking the guardians and
+	// the origin whether the work is still this peer's.
+	PhaseResuming
+	// PhaseRunning: the step runs (or is about to).
+	PhaseRunning
+	// PhaseRan: the outcome is journaled; what follows is handed on next.
+	PhaseRan
+	// PhaseForwarding: the settle list is taken and what follows is being
+	// handed on.
+	PhaseForwarding
+	// PhaseForwarded: the successor took what follows; the guardians are
+	// being released.
+	PhaseForwarded
+	// PhaseDone: nothing left; the record is deleted.
+	PhaseDone
+	// PhaseSuperseded: a guardian re-routed the step; the record is
+	// deleted and nothing more happens here.
+	PhaseSuperseded
+	// PhaseCancelled: the workflow was cancelled while the step ran.
+	PhaseCancelled
+)
+
+var phaseNames = map[Phase]string{
+	PhaseAccepting: "accepting", PhaseResuming: "resuming", PhaseRunning: "running", PhaseRan: "ran",
+	PhaseForwarding: "forwarding", PhaseForwarded: "forwarded", PhaseDone: "done",
+	PhaseSuperseded: "superseded", PhaseCancelled: "cancelled",
+}
+
+func (p Phase) String() string {
+	if s, ok := phaseNames[p]; ok {
+		return s
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Ended reports whether p is final (done, superseded, cancelled).
+func (p Phase) Ended() bool { return p >= PhaseDone }
+
+// Holder is everything one peer knows of one piece of work it holds.
+type Holder struct {
+	self  string
+	rec   Record
+	phase Phase
+}
+
+// Accept returns the holder of a pack this peer just received (or, with
+// DispatchOnly set, the origin's first pack); step it with Accepted.
+// self is this peer's ID (never listed in settle items).
+func Accept(self string, rec Record) *Holder {
+	return &Holder{self: self, rec: rec.clone(), phase: PhaseAccepting}
+}
+
+// Restore returns the holder of work read back from the journal after a
+// restart; step it with Restored.
+func Restore(self string, rec Record) *Holder {
+	return &Holder{self: self, rec: rec.clone(), phase: PhaseResuming}
+}
+
+// Clone returns a deep copy; the node steps a clone and keeps it once its
+// effects are persisted.
+func (h *Holder) Clone() *Holder {
+	c := *h
+	c.rec = h.rec.clone()
+	return &c
+}
+
+// Phase is the holder's phase.
+func (h *Holder) Phase() Phase { return h.phase }
+
+// Record is the journaled record. Do not modify it.
+func (h *Holder) Record() *Record { return &h.rec }
+
+// Guardians are the peers guarding the held step.
+func (h *Holder) Guardians() []pack.Peer { return h.rec.Guardians }
+
+// Beats reports whether this peer beats to the guardians: from the moment
+// the step may run until the guardians are released.
+func (h *Holder) Beats() bool {
+	return h.phase >= PhaseRunning && h.phase <= PhaseForwarded
+}
+
+// CanHandBack reports whether the step is running and not finished, so
+// its guardians may be asked to re-route it before a power cut.
+func (h *Holder) CanHandBack() bool {
+	return h.phase == PhaseRunning && !h.rec.Executed && !h.rec.DispatchOnly && len(h.rec.Guardians) > 0
+}
+
+// MayRecruit reports whether a replacement guardian may be recruited now
+// (H3: never once the settle list is taken).
+func (h *Holder) MayRecruit() bool {
+	return h.phase == PhaseRunning || h.phase == PhaseRan
+}
+
+// Persist says what to write before anything else is done.
+type Persist uint8
+
+// The persist kinds.
+const (
+	PersistNone Persist = iota
+	// PersistSave writes the record (the pack bytes with the first save).
+	PersistSave
+	// PersistDrop deletes the record and the pack bytes.
+	PersistDrop
+)
+
+// Refusal codes of Reply.Code (the hand-off's wire codes).
+const (
+	CodeSuperseded = "superseded"
+	CodeInternal   = "internal"
+)
+
+// Reply is the answer to the request that stepped the holder.
+type Reply struct {
+	OK bool
+	// Code and Error explain a refusal.
+	Code, Error string
+	// Guardians (an accepted hand-off) are the backups recruited besides
+	// the sender. Released (an offered watcher) says the work moved on.
+	Guardians []pack.Peer
+	Released  bool
+}
+
+// Forward asks the node to hand on Pack (the work after the step, settle
+// items included): to the next holder, the join or the origin.
+type Forward struct {
+	Pack *pack.Pack
+	// Failed: the step failed (the branch ends with Error).
+	Failed bool
+	Error  string
+}
+
+// AskOwners asks the node to ask Guardians whether they re-routed or
+// released the attempt, and (Origin) the origin whether the workflow
+// ended, then step Owners with the answers.
+type AskOwners struct {
+	Guardians []pack.Peer
+	Attempt   int
+	Origin    bool
+}
+
+// Note is a reliability event for the node to record.
+type Note struct {
+	// Kind is "superseded" or "handed-on".
+	Kind   string
+	Reason string
+}
+
+// Ready is what one step asks the node to do, in field order.
+type Ready struct {
+	Persist Persist
+	Reply   *Reply
+	// Stop cancels the running step (superseded).
+	Stop bool
+	// Run: run the step (or, when it ran before a restart or is
+	// dispatch-only, go straight to forwarding it).
+	Run     bool
+	Forward *Forward
+	// Release: tell these guardians the step moved on at Attempt.
+	Release []pack.Peer
+	Attempt int
+	// Recruit: find a new guardian (none of Exclude).
+	Recruit bool
+	Exclude []pack.Peer
+	Ask     *AskOwners
+	// BeatsChanged: the set of peers to beat to changed.
+	BeatsChanged bool
+	Notes        []Note
+	// Ended: the holder reached a final phase; forget it.
+	Ended bool
+}
+
+// Event is something that happened to a holder.
+type Event interface{ isEvent() }
+
+// Accepted: the pack was received; journal it.
+type Accepted struct{}
+
+// BackupsRecruited: these peers agreed to guard the step too.
+type BackupsRecruited struct{ Peers []pack.Peer }
+
+// SettleResult is how settling a hand-over ended.
+type SettleResult uint8
+
+// The settle results.
+const (
+	// SettleOK: every item was settled (or its peer is gone).
+	SettleOK SettleResult = iota + 1
+	// SettleSuperseded: a guardian had re-routed the step being released.
+	SettleSuperseded
+	// SettleInterrupted: the settling stopped before every answer came.
+	SettleInterrupted
+)
+
+// Settled: the hand-over's settle items were carried out (Err explains
+// an interruption).
+type Settled struct {
+	Result SettleResult
+	Err    string
+}
+
+// Restored: the record was read back from the journal after a restart.
+type Restored struct{}
+
+// Owners: what the guardians and the origin answered a restored holder.
+// Superseded: a guardian re-routed the attempt; Released: a guardian was
+// released (by a successor); Ended: the origin says the workflow ended;
+// Answered: at least one guardian answered; GiveUp: the node stops asking
+// (every guardian silent past the restart grace).
+type Owners struct {
+	Superseded, Released, Ended, Answered, GiveUp bool
+}
+
+// Ran: the step ended with this outcome.
+type Ran struct {
+	OK     bool
+	Output json.RawMessage
+	Error  string
+	Trace  []pack.TraceEntry
+}
+
+// Stopped: the step did not end (its context ended). Cancelled: because
+// the workflow was cancelled (else the work was superseded or the node is
+// stopping, and nothing is decided here).
+type Stopped struct{ Cancelled bool }
+
+// StartForwarding: the node is about to hand on what follows the step.
+type StartForwarding struct{}
+
+// Forwarded: the successor (next holder, join or origin) took what
+// follows the step.
+type Forwarded struct{}
+
+// Released: the guardians were told the step moved on.
+type Released struct{}
+
+// Superseded: a guardian re-routed the step at a newer Attempt.
+type Superseded struct{ Attempt int }
+
+// OfferWatcher: Peer offers to guard the step at Attempt (a recruited
+// guardian, a backup, or a guardian reconciling its copy).
+type OfferWatcher struct {
+	Peer    pack.Peer
+	Attempt int
+}
+
+// GuardiansLost: none of the guardians took a beat for too long.
+type GuardiansLost struct{}
+
+func (Accepted) isEvent()         {}
+func (BackupsRecruited) isEvent() {}
+func (Settled) isEvent()          {}
+func (Restored) isEvent()         {}
+func (Owners) isEvent()           {}
+func (Ran) isEvent()              {}
+func (Stopped) isEvent()          {}
+func (StartForwarding) isEvent()  {}
+func (Forwarded) isEvent()        {}
+func (Released) isEvent()         {}
+func (Superseded) isEvent()       {}
+func (OfferWatcher) isEvent()     {}
+func (GuardiansLost) isEvent()    {}
+
+// Step applies one event and returns what the node must do.
+func (h *Holder) Step(ev Event) Ready {
+	if h.phase.Ended() {
+		// H2: a final holder does nothing more; an offered watcher is
+		// told the work moved on, so it drops what it holds.
+		switch ev.(type) {
+		case OfferWatcher:
+			return Ready{Reply: &Reply{OK: true, Released: true}}
+		case Settled:
+			// Superseded while it was being accepted: refused.
+			return Ready{Reply: &Reply{Code: CodeSuperseded, Error: "a guardian re-routed this step while it was being handed over"}}
+		}
+		return Ready{}
+	}
+	switch e := ev.(type) {
+	case Accepted:
+		if h.phase != PhaseAccepting {
+			return Ready{}
+		}
+		return Ready{Persist: PersistSave}
+	case BackupsRecruited:
+		if h.phase != PhaseAccepting || len(e.Peers) == 0 {
+			return Ready{}
+		}
+		h.rec.Guardians = append(h.rec.Guardians, e.Peers...)
+		return Ready{Persist: PersistSave}
+	case Settled:
+		return h.settled(e)
+	case Restored:
+		if h.phase != PhaseResuming {
+			return Ready{}
+		}
+		if len(h.rec.Guardians) == 0 {
+			return h.run()
+		}
+		return Ready{Ask: &AskOwners{Guardians: slices.Clone(h.rec.Guardians), Attempt: h.rec.Attempt(), Origin: !h.rec.Forwarded}}
+	case Owners:
+		return h.owners(e)
+	case Ran:
+		if h.phase != PhaseRunning || h.rec.Executed {
+			return Ready{}
+		}
+		h.rec.Executed, h.rec.OK, h.rec.Output, h.rec.Error, h.rec.Trace = true, e.OK, e.Output, e.Error, slices.Clone(e.Trace)
+		h.phase = PhaseRan
+		return Ready{Persist: PersistSave}
+	case Stopped:
+		if !e.Cancelled || (h.phase != PhaseRunning && h.phase != PhaseRan) {
+			return Ready{}
+		}
+		h.phase = PhaseCancelled
+		return Ready{Persist: PersistDrop, Release: h.others(), Attempt: h.rec.Attempt(), BeatsChanged: true, Ended: true}
+	case StartForwarding:
+		return h.startForwarding()
+	case Forwarded:
+		if h.phase != PhaseForwarding {
+			return Ready{}
+		}
+		h.rec.Forwarded = true
+		h.phase = PhaseForwarded
+		r := Ready{Persist: PersistSave, Release: h.others(), Attempt: h.rec.Attempt()}
+		if !h.rec.DispatchOnly {
+			r.Notes = []Note{{Kind: "handed-on"}}
+		}
+		return r
+	case Released:
+		if h.phase != PhaseForwarded {
+			return Ready{}
+		}
+		h.phase = PhaseDone
+		return Ready{Persist: PersistDrop, BeatsChanged: true, Ended: true}
+	case Superseded:
+		if e.Attempt <= h.rec.Attempt() {
+			return Ready{}
+		}
+		h.phase = PhaseSuperseded
+		return Ready{Persist: PersistDrop, Stop: true, BeatsChanged: true, Ended: true,
+			Notes: []Note{{Kind: "superseded", Reason: fmt.Sprintf("a guardian re-routed it at attempt %d", e.Attempt)}}}
+	case OfferWatcher:
+		return h.offer(e)
+	case GuardiansLost:
+		if !h.MayRecruit() {
+			return Ready{}
+		}
+		return Ready{Recruit: true, Exclude: slices.Clone(h.rec.Guardians)}
+	}
+	return Ready{}
+}
+
+func (h *Holder) settled(e Settled) Ready {
+	if h.phase != PhaseAccepting {
+		return Ready{}
+	}
+	backups := h.backups()
+	switch e.Result {
+	case SettleOK:
+		r := h.run()
+		r.Reply = &Reply{OK: true, Guardians: backups}
+		return r
+	case SettleSuperseded:
+		h.phase = PhaseSuperseded
+		return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+			Reply: &Reply{Code: CodeSuperseded, Error: "a guardian re-routed an earlier step of this chain"},
+			Notes: []Note{{Kind: "superseded", Reason: "refused at its next hop"}}}
+	}
+	h.phase = PhaseDone
+	return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+		Reply: &Reply{Code: CodeInternal, Error: "settling the hand-over was interrupted: " + e.Err}}
+}
+
+// run moves on from accepting or resuming: the step runs (or, ran before
+// a restart, is forwarded; or, forwarded before a restart, its guardians
+// are released).
+func (h *Holder) run() Ready {
+	switch {
+	case h.rec.Forwarded:
+		h.phase = PhaseForwarded
+		return Ready{Release: h.others(), Attempt: h.rec.Attempt(), BeatsChanged: true}
+	case h.rec.Executed:
+		h.phase = PhaseRan
+	default:
+		h.phase = PhaseRunning
+	}
+	return Ready{Run: true, BeatsChanged: true}
+}
+
+func (h *Holder) owners(e Owners) Ready {
+	if h.phase != PhaseResuming {
+		return Ready{}
+	}
+	drop := func(why string) Ready {
+		h.phase = PhaseSuperseded
+		return Ready{Persist: PersistDrop, Ended: true, Notes: []Note{{Kind: "superseded", Reason: why}}}
+	}
+	switch {
+	case e.Superseded:
+		return drop("a guardian re-routed it")
+	case e.Released && !h.rec.Forwarded:
+		return drop("a guardian was released by a later holder")
+	case e.Ended && !h.rec.Forwarded:
+		return drop("the workflow has ended")
+	case e.Answered || e.GiveUp:
+		return h.run()
+	}
+	// Nobody answered yet: the node asks again.
+	return Ready{Ask: &AskOwners{Guardians: slices.Clone(h.rec.Guardians), Attempt: h.rec.Attempt(), Origin: !h.rec.Forwarded}}
+}
+
+func (h *Holder) startForwarding() Ready {
+	if h.phase != PhaseRan && (h.phase != PhaseRunning || !h.rec.DispatchOnly) {
+		return Ready{}
+	}
+	h.phase = PhaseForwarding
+	next := h.rec.Advanced()
+	if g := h.others(); len(g) > 0 {
+		// Whoever takes what follows releases this step's guardians (H3:
+		// this list is final).
+		next.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: h.rec.GuardKey, Attempt: h.rec.Attempt(), Peers: g}}
+	} else {
+		next.Settle = nil
+	}
+	f := &Forward{Pack: next}
+	if h.rec.Executed && !h.rec.OK && !h.rec.DispatchOnly {
+		f.Failed, f.Error = true, h.rec.Error
+	}
+	return Ready{Forward: f}
+}
+
+func (h *Holder) offer(e OfferWatcher) Ready {
+	if e.Attempt != h.rec.Attempt() || h.phase >= PhaseForwarded {
+		return Ready{Reply: &Reply{OK: true, Released: true}}
+	}
+	for _, g := range h.rec.Guardians {
+		if g.ID == e.Peer.ID {
+			return Ready{Reply: &Reply{OK: true}}
+		}
+	}
+	if h.phase == PhaseForwarding {
+		// H3: the successor releases only the listed guardians.
+		return Ready{Reply: &Reply{OK: true, Released: true}}
+	}
+	h.rec.Guardians = append(h.rec.Guardians, e.Peer)
+	return Ready{Persist: PersistSave, Reply: &Reply{OK: true}, BeatsChanged: true}
+}
+
+// others are the guardians other than this peer.
+func (h *Holder) others() []pack.Peer {
+	var out []pack.Peer
+	for _, g := range h.rec.Guardians {
+		if g.ID != h.self && g.ID != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// backups are the guardians recruited while accepting: all but the
+// sender (the first guardian when the pack has a sender).
+func (h *Holder) backups() []pack.Peer {
+	gs := h.rec.Guardians
+	if h.rec.Pack != nil && h.rec.Pack.Sender.ID != "" && len(gs) > 0 && gs[0].ID == h.rec.Pack.Sender.ID {
+		gs = gs[1:]
+	}
+	return slices.Clone(gs)
+}

@@ -1,0 +1,205 @@
+package held
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/internal/script"
+	"github.com/bedwe/bedwe/pack"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
+
+// TestScripts replays every testdata/*.txt script (package
+// internal/script): each block is one command, a "----" line, and what the
+// machine said to do followed by the holder's state. go test -update
+// rewrites them after a deliberate rule change.
+func TestScripts(t *testing.T) {
+	script.RunAll(t, *update, func(t *testing.T) func(string) []string {
+		var h *Holder
+		return func(cmd string) []string { return apply(t, &h, cmd) }
+	})
+}
+
+func num(t *testing.T, m map[string]string, k string, def int) int {
+	v, ok := m[k]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, v, err)
+	}
+	return n
+}
+
+func peers(v string) []pack.Peer {
+	if v == "" {
+		return nil
+	}
+	var out []pack.Peer
+	for _, id := range strings.Split(v, ",") {
+		out = append(out, pack.Peer{ID: id})
+	}
+	return out
+}
+
+// record is a held pack of the two-step workflow "a b" at attempt; its
+// sender is the first guardian.
+func record(t *testing.T, a map[string]string) Record {
+	w, err := grammar.Parse("t", []byte("a b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammar.AssignPaths(w)
+	p := &pack.Pack{WorkflowID: "wf", Workflow: w, Attempt: num(t, a, "attempt", 0), Sender: pack.Peer{ID: a["sender"]}}
+	rec := Record{Pack: p, Key: "wf|0|0", GuardKey: "wf|0", Guardians: peers(a["guardians"]), DispatchOnly: a["dispatch-only"] == "true"}
+	if a["sender"] != "" && a["sender"] != "self" {
+		rec.Guardians = append(peers(a["sender"]), rec.Guardians...)
+	}
+	return rec
+}
+
+// apply runs one command and renders what the machine said and its state.
+func apply(t *testing.T, hp **Holder, cmd string) []string {
+	fields := strings.Fields(cmd)
+	a := script.Args(fields[1:])
+	var ev Event
+	switch fields[0] {
+	case "accept":
+		*hp = Accept("self", record(t, a))
+		ev = Accepted{}
+	case "restore":
+		rec := (*hp).rec
+		*hp = Restore("self", rec)
+		return []string{state(*hp)}
+	case "backups":
+		ev = BackupsRecruited{Peers: peers(a["peers"])}
+	case "settled":
+		res := map[string]SettleResult{"ok": SettleOK, "superseded": SettleSuperseded, "interrupted": SettleInterrupted}[a["result"]]
+		ev = Settled{Result: res, Err: "context canceled"}
+	case "restored":
+		ev = Restored{}
+	case "owners":
+		ev = Owners{Superseded: a["superseded"] == "true", Released: a["released"] == "true", Ended: a["ended"] == "true",
+			Answered: a["answered"] == "true", GiveUp: a["give-up"] == "true"}
+	case "ran":
+		ev = Ran{OK: a["ok"] != "false", Output: []byte(`{"x":1}`), Error: a["error"]}
+	case "stopped":
+		ev = Stopped{Cancelled: a["cancelled"] == "true"}
+	case "start-forwarding":
+		ev = StartForwarding{}
+	case "forwarded":
+		ev = Forwarded{}
+	case "released":
+		ev = Released{}
+	case "superseded":
+		ev = Superseded{Attempt: num(t, a, "attempt", 0)}
+	case "offer":
+		ev = OfferWatcher{Peer: pack.Peer{ID: a["peer"]}, Attempt: num(t, a, "attempt", 0)}
+	case "guardians-lost":
+		ev = GuardiansLost{}
+	default:
+		t.Fatalf("unknown command %q", fields[0])
+	}
+	h := *hp
+	r := h.Step(ev)
+	return []string{ready(r), state(h)}
+}
+
+func ids(ps []pack.Peer) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.ID)
+	}
+	return strings.Join(s, ",")
+}
+
+var persistNames = map[Persist]string{PersistSave: "save", PersistDrop: "drop"}
+
+func ready(r Ready) string {
+	var parts []string
+	if r.Persist != PersistNone {
+		parts = append(parts, "persist="+persistNames[r.Persist])
+	}
+	if p := r.Reply; p != nil {
+		s := "reply=("
+		switch {
+		case p.OK && p.Released:
+			s += "ok released"
+		case p.OK:
+			s += "ok"
+			if len(p.Guardians) > 0 {
+				s += " backups=" + ids(p.Guardians)
+			}
+		default:
+			s += "refused " + p.Code
+		}
+		parts = append(parts, s+")")
+	}
+	if r.Stop {
+		parts = append(parts, "stop")
+	}
+	if r.Run {
+		parts = append(parts, "run")
+	}
+	if f := r.Forward; f != nil {
+		s := fmt.Sprintf("forward(steps=%d", len(f.Pack.Workflow.Steps))
+		if f.Failed {
+			s += " failed"
+		}
+		for _, it := range f.Pack.Settle {
+			s += fmt.Sprintf(" settle=release(%s@%d by %s)", it.Key, it.Attempt, ids(it.Peers))
+		}
+		parts = append(parts, s+")")
+	}
+	if len(r.Release) > 0 {
+		parts = append(parts, fmt.Sprintf("release=%s@%d", ids(r.Release), r.Attempt))
+	}
+	if r.Recruit {
+		parts = append(parts, "recruit(not "+ids(r.Exclude)+")")
+	}
+	if q := r.Ask; q != nil {
+		s := fmt.Sprintf("ask(%s@%d", ids(q.Guardians), q.Attempt)
+		if q.Origin {
+			s += " origin"
+		}
+		parts = append(parts, s+")")
+	}
+	if r.BeatsChanged {
+		parts = append(parts, "beats")
+	}
+	for _, n := range r.Notes {
+		s := "note=" + n.Kind
+		if n.Reason != "" {
+			s += "(" + n.Reason + ")"
+		}
+		parts = append(parts, s)
+	}
+	if r.Ended {
+		parts = append(parts, "ended")
+	}
+	return strings.TrimRight("do: "+strings.Join(parts, " "), " ")
+}
+
+func state(h *Holder) string {
+	s := "is: " + h.Phase().String()
+	if g := h.Guardians(); len(g) > 0 {
+		s += " guardians=" + ids(g)
+	}
+	rec := h.Record()
+	if rec.Executed {
+		s += fmt.Sprintf(" executed(ok=%t)", rec.OK)
+	}
+	if rec.Forwarded {
+		s += " forwarded"
+	}
+	if h.Beats() {
+		s += " beats"
+	}
+	return s
+}

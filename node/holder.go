@@ -1,0 +1,442 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/held"
+	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Holders, in one paragraph: the rules live in package node/held (a
+// machine with no I/O and no lock); this file carries out what it says.
+// Each piece of held work has a slot whose lock is held while an event is
+// stepped on a clone and the record persisted, so a failed write leaves
+// the holder unchanged; the committed machine is published through an
+// atomic pointer, so readers (beats, activity, drain) never wait on a disk
+// write. Running the step, handing on what follows and releasing the
+// guardians happen outside the lock, in process, which follows the
+// holder's phase.
+
+// heldSlot is one piece of work this peer holds.
+type heldSlot struct {
+	// mu serialises stepping and the persisting of the stepped record.
+	mu sync.Mutex
+	// packSaved is set once the pack bytes are journaled (under mu).
+	packSaved bool
+	// cur is the committed machine, never changed once stored.
+	cur atomic.Pointer[held.Holder]
+
+	// rt guards the runtime fields below (never held across I/O).
+	rt sync.Mutex
+	// cancel stops the running step (set by process).
+	cancel context.CancelFunc
+	// since is when the step started here, recruited when a guardian was
+	// last recruited (or the work taken).
+	since, recruited time.Time
+}
+
+func (s *heldSlot) view() *held.Holder { return s.cur.Load() }
+
+func (s *heldSlot) recruitedAt() time.Time {
+	s.rt.Lock()
+	defer s.rt.Unlock()
+	return s.recruited
+}
+
+// heldTable is every piece of work this peer holds, by journal key.
+type heldTable struct {
+	mu    sync.Mutex // guards byKey (the map only)
+	byKey map[string]*heldSlot
+}
+
+func newHeldTable() *heldTable { return &heldTable{byKey: map[string]*heldSlot{}} }
+
+// add stores a slot for m under key unless one is there; it returns the
+// slot kept and whether it is new.
+func (t *heldTable) add(key string, m *held.Holder) (*heldSlot, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.byKey[key]; ok {
+		return s, false
+	}
+	now := time.Now()
+	s := &heldSlot{since: now, recruited: now}
+	s.cur.Store(m)
+	t.byKey[key] = s
+	return s, true
+}
+
+func (t *heldTable) remove(key string, s *heldSlot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byKey[key] == s {
+		delete(t.byKey, key)
+	}
+}
+
+// all returns every slot (a snapshot).
+func (t *heldTable) all() []*heldSlot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*heldSlot, 0, len(t.byKey))
+	for _, s := range t.byKey {
+		out = append(out, s)
+	}
+	return out
+}
+
+// find returns the slot of the step gkey at attempt (nil if none).
+func (t *heldTable) find(gkey string, attempt int) *heldSlot {
+	for _, s := range t.all() {
+		if r := s.view().Record(); r.GuardKey == gkey && r.Attempt() == attempt {
+			return s
+		}
+	}
+	return nil
+}
+
+// persistHeld writes what p says of m. The pack (which grows along a
+// workflow) is written once, with the first record, in one transaction;
+// later saves rewrite only the small record.
+func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
+	rec := m.Record()
+	switch p {
+	case held.PersistSave:
+		small := *rec
+		small.PackRaw = nil
+		state := rpc.MustCBOR(&small)
+		if s.packSaved {
+			return n.journal.Put(journal.BucketPacks, rec.Key, state)
+		}
+		raw := rec.PackRaw
+		if raw == nil {
+			var err error
+			if raw, err = pack.Encode(rec.Pack); err != nil {
+				return fmt.Errorf("encode pack: %w", err)
+			}
+		}
+		err := n.journal.Update(func(tx *journal.Tx) error {
+			if err := tx.Put(journal.BucketPackBytes, rec.Key, raw); err != nil {
+				return err
+			}
+			return tx.Put(journal.BucketPacks, rec.Key, state)
+		})
+		if err == nil {
+			s.packSaved = true
+		}
+		return err
+	case held.PersistDrop:
+		return n.journal.Update(func(tx *journal.Tx) error {
+			if err := tx.Delete(journal.BucketPackBytes, rec.Key); err != nil {
+				return err
+			}
+			return tx.Delete(journal.BucketPacks, rec.Key)
+		})
+	}
+	return nil
+}
+
+// stepHeld applies ev to s and carries out the part of what the machine
+// says that belongs to the holder itself: persist (a failure refuses the
+// event and changes nothing), then stop the running step, tell the beat
+// loop, record events and forget an ended holder. The caller acts on the
+// rest (answer, run, forward, release, recruit, ask).
+func (n *Node) stepHeld(s *heldSlot, ev held.Event) (held.Ready, error) {
+	s.mu.Lock()
+	next := s.view().Clone()
+	rd := next.Step(ev)
+	if err := n.persistHeld(s, next, rd.Persist); err != nil {
+		s.mu.Unlock()
+		return held.Ready{}, fmt.Errorf("journal held work %s: %w", next.Record().Key, err)
+	}
+	s.cur.Store(next)
+	s.mu.Unlock()
+	n.afterHeld(s, next, rd)
+	return rd, nil
+}
+
+// stepHeldBackground steps an event no peer waits for. A journal that
+// refuses the write is tried again for a few seconds; after that the
+// holder goes on in memory (logged as an error): the work is not lost
+// while this peer runs, but a restart would repeat what the journal
+// missed.
+func (n *Node) stepHeldBackground(s *heldSlot, ev held.Event) held.Ready {
+	var err error
+	for wait := 100 * time.Millisecond; wait < 4*time.Second; wait *= 2 {
+		var rd held.Ready
+		if rd, err = n.stepHeld(s, ev); err == nil {
+			return rd
+		}
+		n.log.Warn("journal refused a holder write; retrying", "err", err, "in", wait)
+		time.Sleep(wait)
+	}
+	s.mu.Lock()
+	next := s.view().Clone()
+	rd := next.Step(ev)
+	s.cur.Store(next)
+	s.mu.Unlock()
+	n.log.Error("journal keeps refusing; the holder goes on in memory (a restart would repeat this)", "key", next.Record().Key, "err", err)
+	n.afterHeld(s, next, rd)
+	return rd
+}
+
+func (n *Node) afterHeld(s *heldSlot, m *held.Holder, rd held.Ready) {
+	rec := m.Record()
+	if rd.Stop {
+		s.rt.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.rt.Unlock()
+	}
+	for _, note := range rd.Notes {
+		switch note.Kind {
+		case "superseded":
+			n.log.Warn("held work superseded", "key", rec.Key, "attempt", rec.Attempt(), "why", note.Reason)
+			n.ev.Emit(events.Event{Type: events.Superseded, Workflow: rec.Pack.WorkflowID, Step: headPath(rec.Pack), Attempt: rec.Attempt(), Reason: note.Reason})
+		case "handed-on":
+			n.ev.Emit(events.Event{Type: events.HandedOn, Workflow: rec.Pack.WorkflowID, Step: headPath(rec.Pack), Attempt: rec.Attempt()})
+		}
+	}
+	if rd.Ended {
+		n.helds.remove(rec.Key, s)
+	}
+	if rd.BeatsChanged || rd.Ended {
+		n.kickBeats()
+		n.touchActivity()
+	}
+}
+
+// hold takes work this peer starts holding without a hand-off (the
+// origin's first pack): journaled, then run.
+func (n *Node) hold(rec held.Record) error {
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
+	if !fresh {
+		return fmt.Errorf("workflow %s is already held here", rec.Pack.WorkflowID)
+	}
+	if _, err := n.stepHeld(s, held.Accepted{}); err != nil {
+		n.helds.remove(rec.Key, s)
+		return err
+	}
+	if _, err := n.stepHeld(s, held.Settled{Result: held.SettleOK}); err != nil {
+		n.helds.remove(rec.Key, s)
+		n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
+		return err
+	}
+	n.spawn(func(ctx context.Context) { n.process(ctx, s) })
+	return nil
+}
+
+// process carries held work through its phases: run the step (unless the
+// journal says it ran), hand on what follows, release the guardians. A
+// guardian's re-route stops it through supersedeHeld (the machine's Stop).
+func (n *Node) process(ctx context.Context, s *heldSlot) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.rt.Lock()
+	s.cancel = cancel
+	s.since = time.Now()
+	s.rt.Unlock()
+	if s.view().Phase().Ended() {
+		return // superseded before it started
+	}
+	for ctx.Err() == nil {
+		m := s.view()
+		rec := m.Record()
+		switch {
+		case m.Phase() == held.PhaseRunning && !rec.DispatchOnly:
+			if !n.runHeld(ctx, s, rec) {
+				return
+			}
+		case m.Phase() == held.PhaseRunning, m.Phase() == held.PhaseRan:
+			if !n.forwardHeld(ctx, s) {
+				return
+			}
+		case m.Phase() == held.PhaseForwarded:
+			n.releaseGuardians(ctx, rec.GuardKey, rec.Attempt(), m.Guardians())
+			if ctx.Err() != nil {
+				return // stopping: a restart releases them again
+			}
+			n.stepHeldBackground(s, held.Released{})
+		default:
+			return
+		}
+	}
+}
+
+// runHeld runs the step and steps its outcome; false when nothing more is
+// to be done here (cancelled, superseded, stopping).
+func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool {
+	p := rec.Pack
+	n.running.Add(1)
+	out, trace, err := n.execute(ctx, p)
+	n.running.Add(-1)
+	for i := range trace {
+		n.reportEvent(p, trace[i])
+	}
+	if errors.Is(err, errCancelled) || ctx.Err() != nil {
+		if n.ctx.Err() == nil && n.isCancelled(p) {
+			rd := n.stepHeldBackground(s, held.Stopped{Cancelled: true})
+			n.releaseGuardians(n.ctx, rec.GuardKey, rec.Attempt(), rd.Release)
+		}
+		return false
+	}
+	ran := held.Ran{OK: err == nil, Output: out, Trace: trace}
+	if err != nil {
+		ran.Error = err.Error()
+	} else {
+		n.learnFrom(trace)
+	}
+	// The outcome is journaled before anything moves on, so a restart
+	// forwards it instead of running the step again (H4).
+	n.stepHeldBackground(s, ran)
+	return true
+}
+
+// forwardHeld hands on what follows the step; false when the hand-on
+// stopped (superseded, cancelled, stopping).
+func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
+	rd := n.stepHeldBackground(s, held.StartForwarding{})
+	f := rd.Forward
+	if f == nil {
+		return false
+	}
+	next := f.Pack
+	switch {
+	case f.Failed:
+		if err := n.finishBranch(ctx, next, false, f.Error); err != nil {
+			return false
+		}
+	case len(next.Workflow.Steps) == 0:
+		if err := n.finishBranch(ctx, next, true, ""); err != nil {
+			return false
+		}
+	default:
+		n.dispatch(ctx, next)
+	}
+	if ctx.Err() != nil {
+		return false // superseded (or stopping) while handing on
+	}
+	n.stepHeldBackground(s, held.Forwarded{})
+	return true
+}
+
+// releaseGuardians tells guardians that the step gkey moved on at attempt
+// (the successor released them already when it settled; this covers a
+// successor that could not reach one).
+func (n *Node) releaseGuardians(ctx context.Context, gkey string, attempt int, gs []pack.Peer) {
+	msg := api.GuardMsg{Op: api.GuardRelease, Key: gkey, Attempt: attempt}
+	for _, g := range gs {
+		if g.ID == n.host.ID().String() {
+			continue
+		}
+		for try := 0; try < 3; try++ {
+			if rep := n.guardCall(ctx, g, msg, 2*time.Second); rep.Error == "" {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// offerWatcher offers g as a guardian of the work gkey at attempt; the
+// reply says whether it was taken (Released: the work moved on or its
+// settle list is taken, so g must drop what it keeps).
+func (n *Node) offerWatcher(gkey string, attempt int, g pack.Peer) api.GuardReply {
+	s := n.helds.find(gkey, attempt)
+	if s == nil {
+		return api.GuardReply{OK: true, Released: true}
+	}
+	rd, err := n.stepHeld(s, held.OfferWatcher{Peer: g, Attempt: attempt})
+	if err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	if rd.Reply == nil {
+		return api.GuardReply{OK: true}
+	}
+	return api.GuardReply{OK: rd.Reply.OK, Released: rd.Reply.Released, Error: rd.Reply.Error}
+}
+
+// supersedeHeld stops held work under gkey older than attempt: a guardian
+// re-routed it, so this copy is stale.
+func (n *Node) supersedeHeld(gkey string, attempt int) {
+	for _, s := range n.helds.all() {
+		if s.view().Record().GuardKey == gkey {
+			n.stepHeldBackground(s, held.Superseded{Attempt: attempt})
+		}
+	}
+}
+
+// resumeHeld restarts work read back from the journal: it asks the
+// guardians (all at once) and the origin whether the work is still this
+// peer's, as the machine says, then carries on with it (H5).
+func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
+	s, fresh := n.helds.add(rec.Key, held.Restore(n.host.ID().String(), rec))
+	if !fresh {
+		return
+	}
+	s.mu.Lock()
+	s.packSaved = true
+	s.mu.Unlock()
+	n.log.Info("resuming held pack", "key", rec.Key, "executed", rec.Executed, "forwarded", rec.Forwarded)
+	rd := n.stepHeldBackground(s, held.Restored{})
+	deadline := time.Now().Add(n.cfg.RestartGrace)
+	for rd.Ask != nil {
+		owners := n.askOwners(ctx, &rec, *rd.Ask)
+		owners.GiveUp = !owners.Answered && time.Now().After(deadline)
+		if ctx.Err() != nil {
+			return
+		}
+		if rd = n.stepHeldBackground(s, owners); rd.Ask != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	if !s.view().Phase().Ended() {
+		n.process(ctx, s)
+	}
+}
+
+// askOwners asks every guardian whether it re-routed or released the
+// attempt (a guardian that restarted too may still hold the copy it had,
+// while the one that re-routed knows better, so any that says so wins),
+// and the origin whether the workflow ended.
+func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners) held.Owners {
+	replies := make([]api.GuardReply, len(q.Guardians))
+	var wg sync.WaitGroup
+	for i, g := range q.Guardians {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = n.guardCall(ctx, g, api.GuardMsg{Op: api.GuardOwner, Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
+		}()
+	}
+	wg.Wait()
+	var o held.Owners
+	for _, rep := range replies {
+		if !rep.OK {
+			continue
+		}
+		o.Answered = true
+		o.Superseded = o.Superseded || rep.Superseded
+		o.Released = o.Released || rep.Released
+	}
+	if q.Origin {
+		o.Ended = n.workflowEnded(ctx, rec.Pack)
+	}
+	return o
+}

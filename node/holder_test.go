@@ -1,0 +1,73 @@
+package node_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/service"
+)
+
+// TestSameAttemptHandedTwiceRunsOnce hands one pack to a real node twice
+// while its step runs (a sender whose first hand-off timed out tries the
+// same peer again): both hand-offs are acknowledged, and the step runs
+// once — counted in the services' invocation record after the node handed
+// the step on. Before the holder machine, the second hand-off journaled
+// and ran the step a second time.
+func TestSameAttemptHandedTwiceRunsOnce(t *testing.T) {
+	dir := t.TempDir()
+	recFile := filepath.Join(dir, "invocations.jsonl")
+	evFile := filepath.Join(dir, "events.jsonl")
+	services := fmt.Sprintf("version: 1\nrecord: %s\nservices:\n  S1: {kind: sleep, duration: 1500ms}\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
+	cfg := testConfig(t, node.TestnetConfig(), services)
+	cfg.EventsFile = evFile
+	nf, _ := runNode(t, cfg)
+	h, id := rawHost(t, nf)
+	payload := packFor(t, "S1 S2")
+	for i := range 2 {
+		ack, err := handoff(t, h, id, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ack.OK {
+			t.Fatalf("hand-off %d: %+v, want OK", i+1, ack)
+		}
+	}
+	// S1 is handed on (to S2, on the same node) once it ended.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := events.Read(evFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handedOn := 0
+		for _, e := range evs {
+			if e.Type == events.HandedOn && e.Step == "0" {
+				handedOn++
+			}
+		}
+		if handedOn > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("S1 was not handed on within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	recs, err := service.ReadRecords(recFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, r := range recs {
+		if r.Service == "S1" {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1: %+v", runs, recs)
+	}
+}
