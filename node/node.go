@@ -39,16 +39,22 @@
 //     TestJoinCopiesPlacement; scenarios join-and-branch, pair-random,
 //     zone-plus-one (completed + refused at-most-once == submitted).
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
-//     copy, a branch result, a guard release reach the journal before the
-//     answer; a journal error refuses the request and changes nothing (join
-//     copies and guard slots step a clone and keep it only once written).
+//     copy, a branch result, a guard release, a workflow record and its
+//     completion or cancel reach the journal before the answer; a journal
+//     error refuses the request and changes nothing (join copies, guard
+//     slots and origin slots step a clone and keep it only once written),
+//     so the sender retries. A completion is acknowledged only once its
+//     last holder's guardians are settled too (completeHere).
 //
-// Decisions for joins and guardians live in packages node/join and
-// node/guard, state machines with no I/O and no lock (Step returns a
-// Ready: persist, replicate or answer, then the asynchronous work);
-// join.go and guard.go carry them out. Holders and origins are still
-// decided in this package (beat.go, engine.go, origin.go) and are the next
-// to move into machines of their own.
+// Decisions for joins, guardians and origins live in packages node/join,
+// node/guard and node/origin, state machines with no I/O and no lock (Step
+// returns a Ready: persist, replicate or answer, then the asynchronous
+// work); join.go, guard.go and origin.go carry them out. The origin's
+// invariants O1–O4 (one completion wins; durable before answered; the
+// primary learns a completion a replica got; ended stays ended) serve I1:
+// a guardian that asks an origin whether the workflow ended gets a final
+// answer. Holders are still decided in this package (beat.go, engine.go)
+// and are the next to move into a machine of their own.
 //
 // Files in this package, one concern each:
 //
@@ -62,7 +68,8 @@
 //	engine.go    accepting packs, running steps, dispatching residuals
 //	settle.go    the receiver's side of a hand-over: releases and fencing
 //	join.go      carrying out the join machine (node/join)
-//	origin.go    workflow records, client requests, progress
+//	origin.go    carrying out the origin machine (node/origin): workflow
+//	             records, their replicas, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
 //	guard.go     carrying out the guard machine (node/guard): copies of
 //	             handed-off packs, suspicion, re-routing
@@ -137,7 +144,9 @@ type Node struct {
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
-	workflows map[string]*workflowRecord
+	// origins are the workflow records (primary or replica), each with
+	// its own lock (origin.go).
+	origins   *originTable
 	active    map[string]*activeStep
 	cancelled map[string]time.Time
 	// returned is closed and replaced whenever a peer (re)appears, waking
@@ -195,7 +204,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		reg = r
 	}
-	return &Node{
+	n := &Node{
 		cfg:             cfg,
 		log:             cfg.Logger,
 		services:        reg,
@@ -207,14 +216,15 @@ func New(cfg Config) (*Node, error) {
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
-		workflows:       map[string]*workflowRecord{},
 		active:          map[string]*activeStep{},
 		cancelled:       map[string]time.Time{},
 		returned:        make(chan struct{}),
 		drainKick:       make(chan struct{}, 1),
 		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
-	}, nil
+	}
+	n.origins = newOriginTable(n.saveWorkflow)
+	return n, nil
 }
 
 // Run starts the peer and blocks until ctx is cancelled, then shuts down.
