@@ -413,7 +413,7 @@ func (w *Workflow) Step(ev Event) Ready {
 		if w.Exists() {
 			return Ready{Reply: &Reply{}} // a retry: stored already
 		}
-		if e.Record.Status.ID != w.id {
+		if e.Record.Status.ID != w.id || w.id == "" {
 			return w.refuse(fmt.Sprintf("record of workflow %q stored as %q", e.Record.Status.ID, w.id))
 		}
 		w.rec = e.Record.clone()
