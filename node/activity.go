@@ -11,6 +11,7 @@ import (
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
+	"github.com/bedwe/bedwe/node/origin"
 )
 
 // Activity is what DATA/activity.json says a peer is doing: the work it
@@ -76,9 +77,9 @@ func (n *Node) activity() Activity {
 			}
 		})
 	}
-	for id, w := range n.workflows {
-		if !w.Replica && w.Status.State == "running" {
-			a.Origins = append(a.Origins, id)
+	for _, w := range n.origins.all() {
+		if w.Role() == origin.RolePrimary && w.Running() {
+			a.Origins = append(a.Origins, w.ID())
 		}
 	}
 	sort.Slice(a.Held, func(i, j int) bool { return a.Held[i].Path < a.Held[j].Path })

@@ -615,30 +615,34 @@ func firstService(w *grammar.Workflow) *grammar.Service {
 func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg string) error {
 	if len(p.Frames) == 0 {
 		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace, Settle: p.Settle}
-		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() bool { return n.completeHere(msg) })
+		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() error { return n.completeHere(msg) })
 	}
 	f := p.Frames[len(p.Frames)-1]
 	d := api.Delivery{
 		WorkflowID: p.WorkflowID, JoinID: f.JoinID, Branch: f.Branch, OK: ok, Error: errMsg,
 		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt, Settle: p.Settle,
 	}
-	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() bool { return n.deliverHere(d).OK })
+	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() error {
+		if ack := n.deliverHere(d); !ack.OK {
+			return fmt.Errorf("this peer no longer holds it: %s", ack.Error)
+		}
+		return nil
+	})
 }
 
 // sendWithRetry sends msg to the first holder that acknowledges it, calling
-// local instead when this peer is a holder (local reports whether this
-// peer took it; a join handed over before a power cut does not). It backs
-// off between rounds.
-func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func() bool) error {
+// local instead when this peer is a holder (local returns why this peer
+// did not take it: a join handed over before a power cut, a journal
+// error). It backs off between rounds.
+func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		var lastErr error
 		for _, h := range holders {
 			if h.ID == n.host.ID().String() {
-				if local() {
+				if lastErr = local(); lastErr == nil {
 					return nil
 				}
-				lastErr = fmt.Errorf("this peer no longer holds it")
 				continue
 			}
 			id, err := peer.Decode(h.ID)

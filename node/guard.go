@@ -608,7 +608,7 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover, api.GuardJoinActor, api.GuardJoinBranch:
 		return n.joinReplicaOp(from, m)
 	case api.GuardOrigin, api.GuardOriginDone, api.GuardOriginStatus:
-		return n.originReplicaOp(m)
+		return n.originReplicaOp(from, m)
 	}
 	return api.GuardReply{Error: fmt.Sprintf("unknown guard operation %q", m.Op)}
 }

@@ -42,21 +42,24 @@
 //     TestJoinCopiesPlacement; scenarios join-and-branch, pair-random,
 //     zone-plus-one (completed + refused at-most-once == submitted).
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
-//     copy, a branch result, a guard release reach the journal before the
-//     answer; a journal error refuses the request and changes nothing (join
-//     copies, guard slots and held work step a clone and keep it only once
-//     written). Held work whose later writes (its outcome, "forwarded")
-//     the journal keeps refusing goes on in memory, logged as an error:
-//     nothing is acknowledged on them, and a restart repeats what the
-//     journal missed.
+//     copy, a branch result, a guard release, a workflow record and its
+//     completion or cancel reach the journal before the answer; a journal
+//     error refuses the request and changes nothing (join copies, guard
+//     slots, held work and origin slots step a clone and keep it only once
+//     written), so the sender retries. Held work whose later writes (its
+//     outcome, "forwarded") the journal keeps refusing goes on in memory,
+//     logged as an error: nothing is acknowledged on them, and a restart
+//     repeats what the journal missed.
 //
-// Decisions for joins, guardians and holders live in packages node/join,
-// node/guard and node/held, state machines with no I/O and no lock (Step
-// returns a Ready: persist, replicate or answer, then the asynchronous
-// work); join.go, guard.go and holder.go carry them out, each stepping a
-// clone under a per-record lock and keeping it only once persisted.
-// Origins are still decided in this package (origin.go) and are the next
-// to move into a machine of its own.
+// Decisions for joins, guardians, holders and origins live in packages
+// node/join, node/guard, node/held and node/origin, state machines with no
+// I/O and no lock (Step returns a Ready: persist, replicate or answer,
+// then the asynchronous work); join.go, guard.go, holder.go and origin.go
+// carry them out, each stepping a clone under a per-record lock and
+// keeping it only once persisted. The origin's invariants O1–O4 (one
+// completion wins; durable before answered; the primary learns a
+// completion a replica got; ended stays ended) serve I1: a guardian that
+// asks an origin whether the workflow ended gets a final answer.
 //
 // Files in this package, one concern each:
 //
@@ -72,7 +75,8 @@
 //	             from acceptance to the release of its guardians
 //	settle.go    the receiver's side of a hand-over: releases and fencing
 //	join.go      carrying out the join machine (node/join)
-//	origin.go    workflow records, client requests, progress
+//	origin.go    carrying out the origin machine (node/origin): workflow
+//	             records, their replicas, client requests, progress
 //	cancel.go    cancellation broadcast and the local kill switch
 //	guard.go     carrying out the guard machine (node/guard): copies of
 //	             handed-off packs, suspicion, re-routing
@@ -147,7 +151,9 @@ type Node struct {
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
-	workflows map[string]*workflowRecord
+	// origins are the workflow records (primary or replica), each with
+	// its own lock (origin.go).
+	origins   *originTable
 	active    map[string]*activeStep
 	cancelled map[string]time.Time
 	// returned is closed and replaced whenever a peer (re)appears, waking
@@ -205,7 +211,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		reg = r
 	}
-	return &Node{
+	n := &Node{
 		cfg:             cfg,
 		log:             cfg.Logger,
 		services:        reg,
@@ -217,14 +223,15 @@ func New(cfg Config) (*Node, error) {
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),
 		activityChanged: make(chan struct{}, 1),
-		workflows:       map[string]*workflowRecord{},
 		active:          map[string]*activeStep{},
 		cancelled:       map[string]time.Time{},
 		returned:        make(chan struct{}),
 		drainKick:       make(chan struct{}, 1),
 		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
-	}, nil
+	}
+	n.origins = newOriginTable(n.saveWorkflow)
+	return n, nil
 }
 
 // Run starts the peer and blocks until ctx is cancelled, then shuts down.

@@ -3,8 +3,11 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -14,27 +17,241 @@ import (
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/origin"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
+
+// Origins, in one paragraph: the peer a workflow is submitted to is its
+// origin (the result sink) and keeps k replicas of the record on other
+// peers. The rules live in package node/origin (a machine with no I/O and
+// no lock); this file carries them out. Each workflow record has its own
+// slot and lock, held while an event is stepped and the record written, so
+// a failed write refuses the event and changes nothing (I4): the sender
+// retries. The committed machine is published through an atomic pointer
+// for readers (status, list, activity, guardians asking whether the
+// workflow ended), and no journal write happens under Node.mu. Settling a
+// completion, telling the replicas and handing a completion back to the
+// primary come after the write, outside the lock.
 
 // submitStep stands for the origin's dispatch of the first pack in journal
 // and guard keys (no step path is a word).
 const submitStep = "submit"
 
-// recentEvents is how many step attempts a status shows.
-const recentEvents = 8
+// relayFor bounds how long a completion is re-sent to a replica (tell) or
+// to the primary (hand-back) in one run; a hand-back not acknowledged by
+// then is sent again after a restart (origin O3), and a primary that
+// restarts asks its replicas itself.
+const relayFor = 10 * time.Minute
 
-// workflowRecord is the origin's record of a submitted workflow.
-type workflowRecord struct {
-	Status api.Status `cbor:"1,keyasint"`
-	Source string     `cbor:"2,keyasint"`
-	// Replicas (on the origin) keep copies of this record; Replica marks a
-	// copy held for another origin.
-	Replicas []pack.Peer `cbor:"3,keyasint,omitempty"`
-	Replica  bool        `cbor:"4,keyasint,omitempty"`
-	// Primary is the origin a replica copies (set on replicas).
-	Primary pack.Peer `cbor:"5,keyasint,omitempty"`
+// originSlot holds the machine of one workflow record.
+type originSlot struct {
+	// mu serialises stepping and the writing of the stepped record.
+	mu sync.Mutex
+	// cur is the committed machine. It is never changed once stored
+	// (step steps a clone), so readers load it without a lock.
+	cur atomic.Pointer[origin.Workflow]
+	// dead is set (under mu) when the slot left the table with no record;
+	// a stepper that finds it set takes a new slot.
+	dead bool
+}
+
+// originTable is every workflow record this peer holds (as primary origin
+// or replica), by workflow ID.
+type originTable struct {
+	mu   sync.Mutex // guards byID (the map only)
+	byID map[string]*originSlot
+	// persist writes a record to the journal (a seam for tests).
+	persist func(origin.Record) error
+}
+
+func newOriginTable(persist func(origin.Record) error) *originTable {
+	return &originTable{byID: map[string]*originSlot{}, persist: persist}
+}
+
+// slot returns id's slot, creating one with no record.
+func (t *originTable) slot(id string) *originSlot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.byID[id]
+	if !ok {
+		s = &originSlot{}
+		s.cur.Store(origin.New(id))
+		t.byID[id] = s
+	}
+	return s
+}
+
+// put installs a loaded machine (at start, before anything steps).
+func (t *originTable) put(w *origin.Workflow) {
+	s := &originSlot{}
+	s.cur.Store(w)
+	t.mu.Lock()
+	t.byID[w.ID()] = s
+	t.mu.Unlock()
+}
+
+// remove drops s from the table if it is still id's slot.
+func (t *originTable) remove(id string, s *originSlot) {
+	t.mu.Lock()
+	if t.byID[id] == s {
+		delete(t.byID, id)
+	}
+	t.mu.Unlock()
+}
+
+// view returns id's committed machine, or nil when this peer holds no
+// record of it.
+func (t *originTable) view(id string) *origin.Workflow {
+	t.mu.Lock()
+	s, ok := t.byID[id]
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if w := s.cur.Load(); w.Exists() {
+		return w
+	}
+	return nil
+}
+
+// all returns the committed machine of every record (a snapshot).
+func (t *originTable) all() []*origin.Workflow {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*origin.Workflow, 0, len(t.byID))
+	for _, s := range t.byID {
+		if w := s.cur.Load(); w.Exists() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// step steps id's machine with ev: a clone is stepped and its record
+// written under the slot's lock (outside every shared lock), and kept only
+// once written; a failed write refuses the event and changes nothing (I4).
+func (t *originTable) step(id string, ev origin.Event) (origin.Ready, error) {
+	for {
+		s := t.slot(id)
+		s.mu.Lock()
+		if s.dead {
+			s.mu.Unlock()
+			continue
+		}
+		m := s.cur.Load().Clone()
+		rd := m.Step(ev)
+		if rd.Persist != nil {
+			if err := t.persist(*rd.Persist); err != nil {
+				if !s.cur.Load().Exists() {
+					s.dead = true
+					t.remove(id, s)
+				}
+				s.mu.Unlock()
+				return origin.Ready{}, fmt.Errorf("journal workflow %s: %w", id, err)
+			}
+		}
+		s.cur.Store(m)
+		if !m.Exists() {
+			s.dead = true
+			t.remove(id, s)
+		}
+		s.mu.Unlock()
+		return rd, nil
+	}
+}
+
+// saveWorkflow writes a workflow record to the journal.
+func (n *Node) saveWorkflow(rec origin.Record) error {
+	return n.journal.Put(journal.BucketWorkflows, rec.Status.ID, rpc.MustCBOR(&rec))
+}
+
+// stepOrigin steps id's record with ev and starts what follows the write
+// (telling replicas, handing back, events, cancellation). A refusal by the
+// machine (no record here, wrong copy) is returned as an error too. The
+// caller settles rd.Settle and answers.
+func (n *Node) stepOrigin(id string, ev origin.Event) (origin.Ready, error) {
+	rd, err := n.origins.step(id, ev)
+	if err != nil {
+		n.log.Error("step workflow record", "workflow", id, "event", fmt.Sprintf("%T", ev), "err", err)
+		return rd, err
+	}
+	n.applyOrigin(id, rd)
+	if rd.Reply != nil && rd.Reply.Error != "" {
+		return rd, errors.New(rd.Reply.Error)
+	}
+	return rd, nil
+}
+
+// applyOrigin carries out the part of rd that follows the write.
+func (n *Node) applyOrigin(id string, rd origin.Ready) {
+	if e := rd.Emit; e != nil {
+		n.ev.Emit(events.Event{Type: events.Completed, Workflow: id, After: e.After, Stale: e.Stale})
+		if e.Ended {
+			n.log.Info("workflow finished", "workflow", id, "state", e.State.String(), "error", e.Error)
+		}
+	}
+	if tl := rd.TellReplicas; tl != nil {
+		for _, r := range tl.Peers {
+			msg := api.GuardMsg{Op: api.GuardOriginDone, Key: id, Origin: &tl.Completion}
+			n.spawn(func(ctx context.Context) { n.relayCompletion(ctx, r, msg) })
+		}
+	}
+	if hb := rd.HandBack; hb != nil {
+		msg := api.GuardMsg{Op: api.GuardOriginDone, Key: id, Origin: &hb.Completion}
+		n.spawn(func(ctx context.Context) {
+			if n.relayCompletion(ctx, hb.Primary, msg) {
+				if _, err := n.stepOrigin(id, origin.HandBackAcked{}); err != nil {
+					n.log.Warn("record the hand-back", "workflow", id, "err", err)
+				}
+			}
+		})
+	}
+	if rd.BroadcastCancel {
+		n.publishCancel(cancelMsg{WorkflowID: id})
+	}
+	if len(rd.AskReplicas) > 0 {
+		n.spawn(func(ctx context.Context) { n.syncOrigin(ctx, id, rd.AskReplicas) })
+	}
+	if rd.Persist != nil {
+		n.touchActivity()
+	}
+}
+
+// relayCompletion sends a completion to another copy of the record until
+// it acknowledges (true) or relayFor has passed or the node stops.
+func (n *Node) relayCompletion(ctx context.Context, to pack.Peer, msg api.GuardMsg) bool {
+	ctx, cancel := context.WithTimeout(ctx, relayFor)
+	defer cancel()
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		rep := n.callGuard(ctx, to, msg)
+		if rep.OK {
+			return true
+		}
+		n.log.Debug("completion not taken yet; will retry", "workflow", msg.Key, "peer", rpc.ShortIDString(to.ID), "err", rep.Error, "in", wait)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// syncOrigin asks the replicas of a running workflow, in turn, whether it
+// ended while this origin was down, and adopts the completion one knows.
+func (n *Node) syncOrigin(ctx context.Context, id string, replicas []pack.Peer) {
+	for _, r := range replicas {
+		if w := n.origins.view(id); w == nil || !w.Running() || ctx.Err() != nil {
+			return
+		}
+		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginStatus, Key: id})
+		if rep.OK && rep.Origin != nil {
+			n.log.Info("workflow finished while this origin was down", "workflow", id, "replica", rpc.ShortIDString(r.ID))
+			if _, err := n.stepOrigin(id, origin.SyncAnswer{From: r.ID, Msg: rep.Origin, At: time.Now().UTC()}); err == nil {
+				return
+			}
+		}
+	}
 }
 
 func fullAddrs(p pack.Peer) []string {
@@ -43,10 +260,6 @@ func fullAddrs(p pack.Peer) []string {
 		out = append(out, a+"/p2p/"+p.ID)
 	}
 	return out
-}
-
-func (n *Node) saveWorkflow(rec *workflowRecord) error {
-	return n.journal.Put(journal.BucketWorkflows, rec.Status.ID, rpc.MustCBOR(rec))
 }
 
 // Submit parses and checks source, records this peer as the workflow's
@@ -64,66 +277,62 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	}
 	grammar.AssignPaths(w)
 	services, _, _ := grammar.Stats(w)
-	rec := &workflowRecord{
-		Status: api.Status{
-			ID:         newID("wf"),
-			State:      api.StateRunning,
-			Submitted:  time.Now().UTC(),
-			StepsTotal: services,
-			Origin:     n.host.ID().String(),
-		},
-		Source: source,
+	id := newID("wf")
+	self := n.self()
+	sub := origin.Submitted{Source: source, StepsTotal: services, Origin: self.ID, At: time.Now().UTC()}
+	// k replicas of the record (each also a guardian of the first pack),
+	// one zone each where possible: losing the origin and one replica
+	// loses neither the workflow nor its result (I3). Only those that
+	// stored the record are named in the pack and the record.
+	picked := n.pickReplicas(n.cfg.JoinReplicas, map[peer.ID]bool{n.host.ID(): true})
+	draft := origin.New(id)
+	draft.Step(sub)
+	replicaRec := rpc.MustCBOR(draft.ReplicaCopy(self))
+	var stored []pack.Peer
+	for _, ref := range picked {
+		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: id, Record: replicaRec}); !rep.OK {
+			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", rep.Error)
+			continue
+		}
+		stored = append(stored, ref)
+	}
+	sub.Replicas = stored
+	sub.Origins = fullAddrs(self)
+	for _, ref := range stored {
+		sub.Origins = append(sub.Origins, fullAddrs(ref)...)
 	}
 	p := &pack.Pack{
-		WorkflowID: rec.Status.ID,
-		Origin:     []pack.Peer{n.self()},
+		WorkflowID: id,
+		Origin:     append([]pack.Peer{self}, stored...),
 		Workflow:   w,
 		Input:      input,
 		Outputs:    map[string]json.RawMessage{},
-	}
-	// k replicas of the record (each also a guardian of the first pack),
-	// one zone each where possible: losing the origin and one replica
-	// loses neither the workflow nor its result (I3). The first replica
-	// is the first pack's primary guardian, the others its backups.
-	rec.Status.Origins = fullAddrs(n.self())
-	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(p.WorkflowID, submitStep, 0), GuardKey: journal.StepKey(p.WorkflowID, submitStep)}
-	replicas := n.pickReplicas(n.cfg.JoinReplicas, map[peer.ID]bool{n.host.ID(): true})
-	for _, ref := range replicas {
-		p.Origin = append(p.Origin, ref)
-		rec.Replicas = append(rec.Replicas, ref)
-		rec.Status.Origins = append(rec.Status.Origins, fullAddrs(ref)...)
 	}
 	raw, err := pack.Encode(p)
 	if err != nil {
 		return api.Status{}, fmt.Errorf("encode the first pack: %w", err)
 	}
-	for i, ref := range replicas {
-		cp := *rec
-		cp.Replica, cp.Replicas, cp.Primary = true, nil, n.self()
-		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: rec.Status.ID, Record: rpc.MustCBOR(&cp)}); !rep.OK {
-			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", rep.Error)
-			continue
-		}
-		store := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: n.self()}
-		if i > 0 && len(st.Guardians) > 0 {
+	// The first replica is the first pack's primary guardian, the others
+	// its backups.
+	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(id, submitStep, 0), GuardKey: journal.StepKey(id, submitStep)}
+	for _, ref := range stored {
+		store := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: self}
+		if len(st.Guardians) > 0 {
 			store.Primary = st.Guardians[0]
 		}
 		if rep := n.callGuard(n.ctx, ref, store); rep.OK {
 			st.Guardians = append(st.Guardians, ref)
 		}
 	}
-	n.mu.Lock()
-	n.workflows[rec.Status.ID] = rec
-	err = n.saveWorkflow(rec)
-	n.mu.Unlock()
+	rd, err := n.stepOrigin(id, sub)
 	if err != nil {
-		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
+		return api.Status{}, fmt.Errorf("record workflow: %w", err)
 	}
 	if err := n.hold(*st); err != nil {
 		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
 	}
-	n.log.Info("workflow submitted", "workflow", rec.Status.ID, "services", services, "replicas", len(rec.Replicas))
-	return rec.Status, nil
+	n.log.Info("workflow submitted", "workflow", id, "services", services, "replicas", len(stored))
+	return *rd.Reply.Status, nil
 }
 
 func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
@@ -131,130 +340,87 @@ func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
 	if err := rpc.Dec.Unmarshal(req, &msg); err != nil {
 		return rpc.AckBytes(api.CodeBadPack, "bad origin message: "+err.Error())
 	}
-	if !n.completeHere(msg) {
-		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s is not the origin of %s", rpc.ShortID(n.host.ID()), msg.WorkflowID))
+	if err := n.completeHere(msg); err != nil {
+		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s: %v", rpc.ShortID(n.host.ID()), err))
 	}
 	return rpc.AckBytes("", "")
 }
 
-// completeHere applies msg to this peer's record of the workflow and, for
-// a completion, settles what the last holder listed (its guardians are
-// released by the origin, so they never re-run a finished workflow).
-func (n *Node) completeHere(msg api.OriginMsg) bool {
-	if !n.onOrigin(msg) {
-		return false
+// completeHere applies a progress event or a completion to this peer's
+// record of the workflow (primary or replica). A completion is answered
+// only once its record is written (origin O2) and the items its last
+// holder listed are settled: the origin releases that holder's guardians,
+// so they never re-run a finished workflow (I1).
+//
+// When the settle does not finish (the node is stopping: nothing was
+// settled) the completion stays recorded — it is the result — but the
+// error is returned, so the sender sends it again; the repeat is stale for
+// the record (O1) and settles again, which is harmless: a guardian answers
+// a second release of the same attempt OK, a join copy a second
+// continuation of the same actor. A settle answered "superseded" (a
+// guardian re-routed the last step: the completion came from a superseded
+// chain) is not refused: the answer would not change on a retry. The
+// record keeps the first completion all the same (O1), as joins keep a
+// superseded chain's branch end, and the event is recorded.
+func (n *Node) completeHere(msg api.OriginMsg) error {
+	if !msg.Done {
+		if msg.Event == nil {
+			return nil
+		}
+		_, err := n.stepOrigin(msg.WorkflowID, origin.Progress{Entry: *msg.Event})
+		return err
 	}
-	if msg.Done {
-		_ = n.settle(n.ctx, 0, msg.Settle)
+	rd, err := n.stepOrigin(msg.WorkflowID, origin.Completed{Msg: msg, At: time.Now().UTC()})
+	if err != nil {
+		return err
 	}
-	return true
+	switch err := n.settle(n.ctx, 0, rd.Settle); {
+	case errors.Is(err, errSuperseded):
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: msg.WorkflowID, Reason: "completion of a superseded chain"})
+	case err != nil:
+		return fmt.Errorf("completion of %s recorded, but settling its last holder's guardians did not finish (send it again): %w", msg.WorkflowID, err)
+	}
+	return nil
 }
 
-// onOrigin applies a progress event or a completion to the workflow record.
-func (n *Node) onOrigin(msg api.OriginMsg) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	rec, ok := n.workflows[msg.WorkflowID]
-	if !ok {
-		return false
-	}
-	st := &rec.Status
-	if msg.Event != nil {
-		if msg.Event.Outcome == pack.OutcomeOK {
-			st.StepsDone++
-		}
-		st.Recent = append(st.Recent, *msg.Event)
-		if len(st.Recent) > recentEvents {
-			st.Recent = st.Recent[len(st.Recent)-recentEvents:]
-		}
-	}
-	if msg.Done {
-		n.ev.Emit(events.Event{Type: events.Completed, Workflow: msg.WorkflowID, After: lastRan(msg.Trace), Stale: st.State != api.StateRunning})
-	}
-	if msg.Done && st.State == api.StateRunning {
-		st.Finished = time.Now().UTC()
-		if msg.OK {
-			st.State = api.StateSucceeded
-		} else {
-			st.State = api.StateFailed
-			st.Error = msg.Error
-		}
-		st.Result = msg.Outputs
-		st.Trace = msg.Trace
-		sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
-		done := 0
-		for _, e := range st.Trace {
-			if e.Outcome == pack.OutcomeOK {
-				done++
-			}
-		}
-		st.StepsDone = done
-		if err := n.saveWorkflow(rec); err != nil {
-			n.log.Error("journal workflow result", "workflow", msg.WorkflowID, "err", err)
-		}
-		n.log.Info("workflow finished", "workflow", msg.WorkflowID, "state", st.State, "error", st.Error)
-		if rec.Replica && rec.Primary.ID != "" {
-			// The completion reached this replica (the origin was down):
-			// hand it back so the origin answers with the result too.
-			primary := rec.Primary
-			n.spawn(func(ctx context.Context) {
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-				defer cancel()
-				for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
-					if rep := n.callGuard(ctx, primary, api.GuardMsg{Op: api.GuardOriginDone, Key: msg.WorkflowID, Origin: &msg}); rep.OK {
-						return
-					}
-					select {
-					case <-ctx.Done():
-					case <-time.After(wait):
-					}
-				}
-			})
-		}
-		if !rec.Replica {
-			for _, r := range rec.Replicas {
-				n.spawn(func(ctx context.Context) {
-					n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginDone, Key: msg.WorkflowID, Origin: &msg})
-				})
-			}
-		}
-	}
-	return true
-}
-
-// originReplicaOp stores or updates a replica of a workflow record.
-func (n *Node) originReplicaOp(m api.GuardMsg) api.GuardReply {
+// originReplicaOp serves the operations between copies of a workflow
+// record: store a replica, a completion told by the primary or handed
+// back by a replica, and whether the workflow ended (guardians and
+// restarted primaries ask).
+func (n *Node) originReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	switch m.Op {
 	case api.GuardOrigin:
-		var rec workflowRecord
+		var rec origin.Record
 		if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
 			return api.GuardReply{Error: "bad workflow record: " + err.Error()}
 		}
-		rec.Replica = true
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if _, ok := n.workflows[rec.Status.ID]; !ok {
-			n.workflows[rec.Status.ID] = &rec
-			if err := n.saveWorkflow(&rec); err != nil {
-				return api.GuardReply{Error: "journal: " + err.Error()}
-			}
+		if _, err := n.stepOrigin(rec.Status.ID, origin.ReplicaStored{Record: rec}); err != nil {
+			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}
 	case api.GuardOriginDone:
-		if m.Origin == nil || !n.onOrigin(*m.Origin) {
+		if m.Origin == nil {
+			return api.GuardReply{Error: "no completion in origin-done"}
+		}
+		w := n.origins.view(m.Key)
+		if w == nil {
 			return api.GuardReply{Error: "no replica of workflow " + m.Key}
+		}
+		var ev origin.Event = origin.CompletionFromPrimary{Msg: *m.Origin, At: time.Now().UTC()}
+		if w.Role() == origin.RolePrimary {
+			ev = origin.CompletionFromReplica{Msg: *m.Origin, From: from.String(), At: time.Now().UTC()}
+		}
+		if _, err := n.stepOrigin(m.Key, ev); err != nil {
+			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}
 	case api.GuardOriginStatus:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		rec, ok := n.workflows[m.Key]
-		if !ok || rec.Status.State == api.StateRunning {
-			return api.GuardReply{OK: true, Known: ok}
+		w := n.origins.view(m.Key)
+		if w == nil {
+			return api.GuardReply{OK: true}
 		}
-		st := rec.Status
-		done := api.OriginMsg{WorkflowID: st.ID, Done: true, OK: st.State == api.StateSucceeded, Error: st.Error, Outputs: st.Result, Trace: st.Trace}
-		return api.GuardReply{OK: true, Known: true, Released: true, Origin: &done}
+		ended, done := w.Ended()
+		return api.GuardReply{OK: true, Known: true, Released: ended, Origin: done}
 	}
 	return api.GuardReply{Error: "unknown origin operation " + m.Op}
 }
@@ -269,7 +435,7 @@ func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
 	n.spawn(func(ctx context.Context) {
 		for _, o := range origins {
 			if o.ID == n.host.ID().String() {
-				if n.onOrigin(msg) {
+				if n.completeHere(msg) == nil {
 					return
 				}
 				continue
@@ -307,48 +473,30 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 		}
 		return api.ClientResponse{Status: &st}
 	case api.OpStatus, api.OpResult:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		rec, ok := n.workflows[r.ID]
-		if !ok {
+		w := n.origins.view(r.ID)
+		if w == nil {
 			return api.ClientResponse{Error: fmt.Sprintf("peer %s is not the origin of workflow %q (ask the peer it was submitted to)", rpc.ShortID(n.host.ID()), r.ID)}
 		}
-		st := rec.Status
-		if r.Op == api.OpStatus {
-			st.Result, st.Trace = nil, nil
-		}
+		st := w.Status(r.Op == api.OpResult)
 		return api.ClientResponse{Status: &st}
 	case api.OpCancel:
-		n.mu.Lock()
-		rec, ok := n.workflows[r.ID]
-		if !ok {
-			n.mu.Unlock()
+		if n.origins.view(r.ID) == nil {
 			return api.ClientResponse{Error: fmt.Sprintf("peer %s is not the origin of workflow %q", rpc.ShortID(n.host.ID()), r.ID)}
 		}
-		if rec.Status.State == api.StateRunning {
-			rec.Status.State = api.StateCancelled
-			rec.Status.Finished = time.Now().UTC()
-			rec.Status.Error = "cancelled by request"
-			if err := n.saveWorkflow(rec); err != nil {
-				n.log.Error("journal cancel", "err", err)
-			}
+		// The cancel is answered (and broadcast) only once written.
+		rd, err := n.stepOrigin(r.ID, origin.Cancelled{At: time.Now().UTC()})
+		if err != nil {
+			return api.ClientResponse{Error: fmt.Sprintf("cancel workflow %s: %v", r.ID, err)}
 		}
-		st := rec.Status
-		n.mu.Unlock()
-		n.publishCancel(cancelMsg{WorkflowID: r.ID})
-		return api.ClientResponse{Status: &st}
+		return api.ClientResponse{Status: rd.Reply.Status}
 	case api.OpPeers:
 		return api.ClientResponse{Peers: n.pres.infos(), Refused: n.gate.Refused()}
 	case api.OpPublishSchedule, api.OpSchedule:
 		return n.clientSchedule(r)
 	case api.OpList:
-		n.mu.Lock()
-		defer n.mu.Unlock()
 		var out []api.Status
-		for _, rec := range n.workflows {
-			st := rec.Status
-			st.Result, st.Trace, st.Recent = nil, nil, nil
-			out = append(out, st)
+		for _, w := range n.origins.all() {
+			out = append(out, w.Summary())
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Submitted.Before(out[j].Submitted) })
 		return api.ClientResponse{Statuses: out}
@@ -356,25 +504,39 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 	return api.ClientResponse{Error: fmt.Sprintf("unknown operation %q", r.Op)}
 }
 
-// syncOrigins asks the replicas of every workflow still running here
-// whether it finished while this origin was down, and adopts the result.
-func (n *Node) syncOrigins(ctx context.Context) {
-	n.mu.Lock()
-	var recs []*workflowRecord
-	for _, rec := range n.workflows {
-		if !rec.Replica && rec.Status.State == api.StateRunning {
-			recs = append(recs, rec)
+// resumeOrigins starts what the loaded workflow records say (origin
+// Resume): a running primary asks its replicas whether the workflow ended
+// while it was down, a replica hands back a completion the primary had
+// not acknowledged.
+//
+// The running primaries ask one after the other, now and once more after
+// RestartGrace (the replicas may be rebooting too), in one background
+// task: a board with many records does not dial every replica at once.
+func (n *Node) resumeOrigins() {
+	var ask []*origin.Workflow
+	for _, w := range n.origins.all() {
+		rd := w.Resume()
+		if len(rd.AskReplicas) > 0 {
+			ask = append(ask, w)
+			rd.AskReplicas = nil
 		}
+		n.applyOrigin(w.ID(), rd)
 	}
-	n.mu.Unlock()
-	for _, rec := range recs {
-		for _, r := range rec.Replicas {
-			rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginStatus, Key: rec.Status.ID})
-			if rep.OK && rep.Origin != nil {
-				n.log.Info("workflow finished while this origin was down", "workflow", rec.Status.ID)
-				n.onOrigin(*rep.Origin)
-				break
+	if len(ask) == 0 {
+		return
+	}
+	n.spawn(func(ctx context.Context) {
+		for round := range 2 {
+			if round > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(n.cfg.RestartGrace):
+				}
+			}
+			for _, w := range ask {
+				n.syncOrigin(ctx, w.ID(), w.Replicas())
 			}
 		}
-	}
+	})
 }

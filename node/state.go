@@ -14,6 +14,7 @@ import (
 	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/origin"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -112,12 +113,15 @@ func copyOutputs(m map[string]json.RawMessage) map[string]json.RawMessage {
 func (n *Node) resume(ctx context.Context) error {
 	var errs []error
 	err := n.journal.ForEach(journal.BucketWorkflows, func(key string, value []byte) error {
-		var rec workflowRecord
+		var rec origin.Record
 		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {
 			errs = append(errs, fmt.Errorf("workflow %s: %w", key, err))
 			return nil
 		}
-		n.workflows[key] = &rec
+		if rec.Status.ID == "" {
+			rec.Status.ID = key
+		}
+		n.origins.put(origin.Load(rec))
 		return nil
 	})
 	if err != nil {
@@ -252,15 +256,9 @@ func (n *Node) resume(ctx context.Context) error {
 		}
 	}
 	n.kickBeats()
-	n.spawn(func(ctx context.Context) {
-		// Replicas may be rebooting too: ask now and once more later.
-		n.syncOrigins(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(n.cfg.RestartGrace):
-		}
-		n.syncOrigins(ctx)
-	})
+	// Workflow records resume as their machine says: a running primary
+	// asks its replicas whether it ended meanwhile, a replica hands back a
+	// completion the primary had not acknowledged (node/origin O3).
+	n.resumeOrigins()
 	return nil
 }

@@ -1,0 +1,571 @@
+// Package origin is the decision core of a workflow's origin: the record a
+// peer keeps of a workflow submitted to it (the primary origin, its result
+// sink) or of one submitted to another peer (a replica of that record), and
+// the rules that say what each event does to it. It does no I/O, takes no
+// lock, starts no goroutine and reads no clock (time comes in events): Step
+// takes one event and returns a Ready that says what the node must do, in
+// order (the shape of node/join and node/guard):
+//
+//  1. persist (Ready.Persist): write the record — and refuse the event if
+//     that fails (the node steps a clone and keeps it only once written);
+//  2. settle what the last holder listed (Ready.Settle, completions only),
+//     then answer the request that stepped it (Ready.Reply): the answer
+//     waits for the settle, so a sender whose completion was answered
+//     needs nothing more done;
+//  3. start the asynchronous work: tell the replicas the completion
+//     (Ready.TellReplicas, primary), hand the completion back to the
+//     primary (Ready.HandBack, replica), broadcast a cancellation
+//     (Ready.BroadcastCancel), ask the replicas whether the workflow ended
+//     (Ready.AskReplicas, a restarted primary), and record the event
+//     (Ready.Emit).
+//
+// # Invariants
+//
+//   - O1 (one completion): the first completion a copy hears (from the
+//     last holder, from another copy, or in a restart's sync) ends the
+//     workflow; every later one is stale — it is acknowledged, its settle
+//     items are still settled (they release the stale chain's guardians),
+//     and it never changes the result.
+//   - O2 (durable before answered): every change that ends the workflow, or
+//     creates or updates a copy, is in Ready.Persist and the answer comes
+//     after it; an event whose write fails is refused and changes nothing,
+//     so the sender retries. Progress (steps done, recent attempts) is
+//     advisory and not written on its own: the completion recounts the
+//     steps from the trace.
+//   - O3 (the primary learns the result): a replica that got the
+//     completion from the chain (the primary was down) hands it back to the
+//     primary until the primary acknowledges it (Record.HandBack keeps the
+//     duty across a restart, Resume restarts it); a primary that restarts
+//     while its record is running asks its replicas (Resume, SyncAnswer).
+//     A primary that ends tells its replicas, which then need no hand-back.
+//   - O4 (ended stays ended): a succeeded, failed or cancelled workflow
+//     never runs again: progress and completions after the end change
+//     nothing, a cancel of an ended workflow does not change its state, and
+//     a guardian asking whether the workflow ended ([Workflow.Ended]) is
+//     told so with the completion.
+//
+// These serve I1 of package node (at most one live chain; no guardian
+// re-runs work of a finished workflow): guardians ask an origin before
+// they re-route, and O1 and O4 make the answer final once given.
+//
+// The node owns persistence, the network and the clock; the scripted tests
+// in testdata/*.txt drive the machine and show each decision (go test
+// ./node/origin -update rewrites them after a deliberate rule change).
+package origin
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// RecentEvents is how many step attempts a status shows.
+const RecentEvents = 8
+
+// CancelError is the error of a workflow cancelled by request.
+const CancelError = "cancelled by request"
+
+// Role says which copy of a workflow record this is.
+type Role uint8
+
+// The roles.
+const (
+	// RolePrimary is the origin the workflow was submitted to.
+	RolePrimary Role = iota + 1
+	// RoleReplica keeps a copy for another origin.
+	RoleReplica
+)
+
+func (r Role) String() string {
+	switch r {
+	case RolePrimary:
+		return "primary"
+	case RoleReplica:
+		return "replica"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// State is where a workflow is.
+type State uint8
+
+// The states. Every state but StateRunning is an end (O4).
+const (
+	StateRunning State = iota + 1
+	StateSucceeded
+	StateFailed
+	StateCancelled
+)
+
+// String is the state's name on the wire (api.StateRunning, ...).
+func (s State) String() string {
+	switch s {
+	case StateRunning:
+		return api.StateRunning
+	case StateSucceeded:
+		return api.StateSucceeded
+	case StateFailed:
+		return api.StateFailed
+	case StateCancelled:
+		return api.StateCancelled
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+func parseState(s string) State {
+	switch s {
+	case api.StateRunning:
+		return StateRunning
+	case api.StateSucceeded:
+		return StateSucceeded
+	case api.StateFailed:
+		return StateFailed
+	case api.StateCancelled:
+		return StateCancelled
+	}
+	return 0
+}
+
+// Record is one copy of a workflow record as journaled (journal bucket
+// "workflows", keyed by workflow ID). Keys 1-5 are those of the records
+// written before this package existed, so old journals load; key 6 is
+// optional.
+type Record struct {
+	Status api.Status `cbor:"1,keyasint"`
+	Source string     `cbor:"2,keyasint"`
+	// Replicas (on the primary) keep copies of this record; Replica marks
+	// a copy held for another origin.
+	Replicas []pack.Peer `cbor:"3,keyasint,omitempty"`
+	Replica  bool        `cbor:"4,keyasint,omitempty"`
+	// Primary is the origin a replica copies (set on replicas).
+	Primary pack.Peer `cbor:"5,keyasint,omitempty"`
+	// HandBack (replicas) is set while the completion this copy got from
+	// the chain has not been acknowledged by the primary (O3).
+	HandBack bool `cbor:"6,keyasint,omitempty"`
+}
+
+func (r Record) clone() Record {
+	c := r
+	c.Replicas = slices.Clone(r.Replicas)
+	c.Status = cloneStatus(r.Status)
+	return c
+}
+
+func cloneStatus(s api.Status) api.Status {
+	c := s
+	c.Recent = slices.Clone(s.Recent)
+	c.Trace = slices.Clone(s.Trace)
+	c.Origins = slices.Clone(s.Origins)
+	c.Result = maps.Clone(s.Result)
+	return c
+}
+
+// Workflow is one copy of one workflow record.
+type Workflow struct {
+	id string
+	// rec is the record; rec.Status.ID is empty until the copy exists
+	// (Submitted or ReplicaStored).
+	rec Record
+}
+
+// New returns the machine of a workflow this peer has no copy of yet.
+func New(id string) *Workflow { return &Workflow{id: id} }
+
+// Load rebuilds a copy from its journaled record.
+func Load(rec Record) *Workflow { return &Workflow{id: rec.Status.ID, rec: rec.clone()} }
+
+// Clone returns a deep copy; the node steps a clone and keeps it once its
+// record is written.
+func (w *Workflow) Clone() *Workflow { return &Workflow{id: w.id, rec: w.rec.clone()} }
+
+// ID is the workflow ID.
+func (w *Workflow) ID() string { return w.id }
+
+// Exists reports whether this peer holds a copy of the record.
+func (w *Workflow) Exists() bool { return w.rec.Status.ID != "" }
+
+// Role says which copy this is (0 when none exists).
+func (w *Workflow) Role() Role {
+	switch {
+	case !w.Exists():
+		return 0
+	case w.rec.Replica:
+		return RoleReplica
+	}
+	return RolePrimary
+}
+
+// State is the workflow's state (0 when no copy exists).
+func (w *Workflow) State() State { return parseState(w.rec.Status.State) }
+
+// Running reports whether the copy exists and the workflow has not ended.
+func (w *Workflow) Running() bool { return w.State() == StateRunning }
+
+// Record returns a copy of the record (to journal it).
+func (w *Workflow) Record() Record { return w.rec.clone() }
+
+// Status answers a client's status (full: result, with result and trace).
+func (w *Workflow) Status(full bool) api.Status {
+	st := cloneStatus(w.rec.Status)
+	if !full {
+		st.Result, st.Trace = nil, nil
+	}
+	return st
+}
+
+// Summary is the status in a list: no result, trace or recent attempts.
+func (w *Workflow) Summary() api.Status {
+	st := w.rec.Status
+	st.Result, st.Trace, st.Recent = nil, nil, nil
+	st.Origins = slices.Clone(st.Origins)
+	return st
+}
+
+// Ended answers a guardian (or a restarted primary) asking whether the
+// workflow ended: when it has, with its completion (O4).
+func (w *Workflow) Ended() (bool, *api.OriginMsg) {
+	if !w.Exists() || w.Running() {
+		return false, nil
+	}
+	done := w.completion()
+	return true, &done
+}
+
+// completion rebuilds the completion from the record.
+func (w *Workflow) completion() api.OriginMsg {
+	st := w.rec.Status
+	return api.OriginMsg{WorkflowID: w.id, Done: true, OK: st.State == api.StateSucceeded, Error: st.Error,
+		Outputs: maps.Clone(st.Result), Trace: slices.Clone(st.Trace)}
+}
+
+// ReplicaCopy is the record a replica stores for this primary (self).
+func (w *Workflow) ReplicaCopy(self pack.Peer) Record {
+	c := w.rec.clone()
+	c.Replica, c.Replicas, c.Primary = true, nil, self
+	return c
+}
+
+// Replicas are the peers a primary's replicas live on.
+func (w *Workflow) Replicas() []pack.Peer { return slices.Clone(w.rec.Replicas) }
+
+// Reply is the answer to the request that stepped the machine.
+type Reply struct {
+	// Error refuses the request (unknown workflow, wrong role).
+	Error string
+	// Status answers a submit or a cancel.
+	Status *api.Status
+}
+
+// Tell asks the node to send Completion to Peers (the primary's replicas),
+// each until it answers or gives up.
+type Tell struct {
+	Peers      []pack.Peer
+	Completion api.OriginMsg
+}
+
+// HandBack asks the node to send Completion to Primary until it is
+// acknowledged, then step HandBackAcked (O3).
+type HandBack struct {
+	Primary    pack.Peer
+	Completion api.OriginMsg
+}
+
+// Emit says a completion was recorded (events.Completed): After is the
+// last step that ran in its chain, Stale that the workflow had ended
+// before (O1).
+type Emit struct {
+	Stale bool
+	After string
+	// Ended: this completion ended the workflow (log it).
+	Ended bool
+	State State
+	Error string
+}
+
+// Ready is what one step asks the node to do, in field order.
+type Ready struct {
+	// Persist is the record to write before anything else (nil: none).
+	Persist *Record
+	// Settle are the items the completion's last holder listed: settle
+	// them before answering (pack.Settle).
+	Settle []pack.Settle
+	Reply  *Reply
+	// TellReplicas (primary): the workflow ended here; tell the replicas.
+	TellReplicas *Tell
+	// HandBack (replica): the completion reached this replica; the primary
+	// must learn it.
+	HandBack *HandBack
+	// BroadcastCancel: stop the workflow's work everywhere.
+	BroadcastCancel bool
+	// AskReplicas (restarted primary): ask each whether the workflow ended
+	// meanwhile and step SyncAnswer.
+	AskReplicas []pack.Peer
+	Emit        *Emit
+}
+
+// Event is something that happened to a workflow record.
+type Event interface{ isEvent() }
+
+// Submitted: a client submitted the workflow here; this peer is its
+// primary origin and Replicas stored copies of the record.
+type Submitted struct {
+	Source     string
+	StepsTotal int
+	// Origin is this peer's ID; Origins the full addresses of every copy.
+	Origin   string
+	Origins  []string
+	Replicas []pack.Peer
+	At       time.Time
+}
+
+// ReplicaStored: a primary asks this peer to keep a replica of Record.
+type ReplicaStored struct{ Record Record }
+
+// Progress: a step attempt ended (Entry is its trace entry).
+type Progress struct{ Entry pack.TraceEntry }
+
+// Completed: the last holder of the workflow's chain delivered its end.
+type Completed struct {
+	Msg api.OriginMsg
+	At  time.Time
+}
+
+// CompletionFromReplica: a replica hands back the completion it got while
+// this primary was down (O3).
+type CompletionFromReplica struct {
+	Msg  api.OriginMsg
+	From string
+	At   time.Time
+}
+
+// CompletionFromPrimary: the primary tells this replica the workflow
+// ended.
+type CompletionFromPrimary struct {
+	Msg api.OriginMsg
+	At  time.Time
+}
+
+// HandBackAcked: the primary acknowledged this replica's hand-back.
+type HandBackAcked struct{}
+
+// Cancelled: a client cancelled the workflow.
+type Cancelled struct{ At time.Time }
+
+// SyncAnswer: a replica From answered a restarted primary; Msg is the
+// completion it knows (nil: it knows of no end).
+type SyncAnswer struct {
+	From string
+	Msg  *api.OriginMsg
+	At   time.Time
+}
+
+func (Submitted) isEvent()             {}
+func (ReplicaStored) isEvent()         {}
+func (Progress) isEvent()              {}
+func (Completed) isEvent()             {}
+func (CompletionFromReplica) isEvent() {}
+func (CompletionFromPrimary) isEvent() {}
+func (HandBackAcked) isEvent()         {}
+func (Cancelled) isEvent()             {}
+func (SyncAnswer) isEvent()            {}
+
+// Resume says what a copy loaded from the journal must do: a running
+// primary asks its replicas whether the workflow ended while it was down,
+// a replica whose hand-back was not acknowledged hands back again (O3).
+func (w *Workflow) Resume() Ready {
+	switch {
+	case w.Role() == RolePrimary && w.Running() && len(w.rec.Replicas) > 0:
+		return Ready{AskReplicas: slices.Clone(w.rec.Replicas)}
+	case w.Role() == RoleReplica && w.rec.HandBack && !w.Running():
+		return Ready{HandBack: &HandBack{Primary: w.rec.Primary, Completion: w.completion()}}
+	}
+	return Ready{}
+}
+
+func (w *Workflow) refuse(why string) Ready {
+	return Ready{Reply: &Reply{Error: why}}
+}
+
+func (w *Workflow) unknown() Ready {
+	return w.refuse("no record of workflow " + w.id)
+}
+
+// Step applies one event and returns what the node must do.
+func (w *Workflow) Step(ev Event) Ready {
+	switch e := ev.(type) {
+	case Submitted:
+		if w.Exists() {
+			return w.refuse("workflow " + w.id + " exists already")
+		}
+		w.rec = Record{
+			Status: api.Status{ID: w.id, State: api.StateRunning, Submitted: e.At, StepsTotal: e.StepsTotal,
+				Origin: e.Origin, Origins: slices.Clone(e.Origins)},
+			Source: e.Source, Replicas: slices.Clone(e.Replicas),
+		}
+		st := w.Status(false)
+		return Ready{Persist: w.persist(), Reply: &Reply{Status: &st}}
+	case ReplicaStored:
+		if w.Exists() {
+			return Ready{Reply: &Reply{}} // a retry: stored already
+		}
+		if e.Record.Status.ID != w.id || w.id == "" {
+			return w.refuse(fmt.Sprintf("record of workflow %q stored as %q", e.Record.Status.ID, w.id))
+		}
+		w.rec = e.Record.clone()
+		w.rec.Replica, w.rec.Replicas, w.rec.HandBack = true, nil, false
+		return Ready{Persist: w.persist(), Reply: &Reply{}}
+	case Progress:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		if !w.Running() {
+			return Ready{Reply: &Reply{}} // O4: a late report changes nothing
+		}
+		st := &w.rec.Status
+		if e.Entry.Outcome == pack.OutcomeOK {
+			st.StepsDone++
+		}
+		st.Recent = append(st.Recent, e.Entry)
+		if len(st.Recent) > RecentEvents {
+			st.Recent = slices.Clone(st.Recent[len(st.Recent)-RecentEvents:])
+		}
+		return Ready{Reply: &Reply{}}
+	case Completed:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		rd := w.complete(e.Msg, e.At)
+		rd.Settle = slices.Clone(e.Msg.Settle)
+		if rd.Emit.Ended && w.Role() == RolePrimary {
+			rd.TellReplicas = w.tell("")
+		}
+		if rd.Emit.Ended && w.Role() == RoleReplica && w.rec.Primary.ID != "" {
+			// O3: the completion reached this replica (the primary was
+			// down, or slow): hand it back until the primary has it.
+			w.rec.HandBack = true
+			rd.Persist = w.persist()
+			rd.HandBack = &HandBack{Primary: w.rec.Primary, Completion: w.completion()}
+		}
+		return rd
+	case CompletionFromReplica:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		if w.Role() != RolePrimary {
+			return w.refuse("peer is a replica, not the primary origin, of workflow " + w.id)
+		}
+		rd := w.complete(e.Msg, e.At)
+		if rd.Emit.Ended {
+			rd.TellReplicas = w.tell(e.From)
+		}
+		return rd
+	case CompletionFromPrimary:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		if w.Role() != RoleReplica {
+			return w.refuse("peer is the primary, not a replica, of workflow " + w.id)
+		}
+		rd := w.complete(e.Msg, e.At)
+		if w.rec.HandBack {
+			// The primary has a completion: nothing to hand back.
+			w.rec.HandBack = false
+			rd.Persist = w.persist()
+		}
+		return rd
+	case HandBackAcked:
+		if !w.rec.HandBack {
+			return Ready{}
+		}
+		w.rec.HandBack = false
+		return Ready{Persist: w.persist()}
+	case Cancelled:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		var rd Ready
+		if w.Running() {
+			st := &w.rec.Status
+			st.State, st.Finished, st.Error = api.StateCancelled, e.At, CancelError
+			rd.Persist = w.persist()
+		}
+		rd.BroadcastCancel = w.State() == StateCancelled
+		st := w.Status(true)
+		rd.Reply = &Reply{Status: &st}
+		return rd
+	case SyncAnswer:
+		if !w.Exists() || w.Role() != RolePrimary || e.Msg == nil || !e.Msg.Done || !w.Running() {
+			return Ready{}
+		}
+		rd := w.complete(*e.Msg, e.At)
+		rd.TellReplicas = w.tell(e.From)
+		return rd
+	}
+	panic(fmt.Sprintf("origin: unknown event %T", ev))
+}
+
+func (w *Workflow) persist() *Record {
+	r := w.rec.clone()
+	return &r
+}
+
+// complete applies a completion: the first ends the workflow, later ones
+// are stale (O1, O4). The answer is OK either way.
+func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
+	rd := Ready{Reply: &Reply{}}
+	emit := &Emit{After: lastRan(msg.Trace)}
+	rd.Emit = emit
+	if !w.Running() {
+		emit.Stale = true
+		return rd
+	}
+	st := &w.rec.Status
+	st.Finished = at
+	if msg.OK {
+		st.State = api.StateSucceeded
+	} else {
+		st.State, st.Error = api.StateFailed, msg.Error
+	}
+	st.Result = maps.Clone(msg.Outputs)
+	st.Trace = slices.Clone(msg.Trace)
+	sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
+	st.StepsDone = 0
+	for _, e := range st.Trace {
+		if e.Outcome == pack.OutcomeOK {
+			st.StepsDone++
+		}
+	}
+	emit.Ended, emit.State, emit.Error = true, w.State(), st.Error
+	rd.Persist = w.persist()
+	return rd
+}
+
+// tell lists the replicas to tell the completion, but the one it came
+// from.
+func (w *Workflow) tell(except string) *Tell {
+	var peers []pack.Peer
+	for _, r := range w.rec.Replicas {
+		if r.ID != except {
+			peers = append(peers, r)
+		}
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	return &Tell{Peers: peers, Completion: w.completion()}
+}
+
+// lastRan is the path of the last step that succeeded in trace.
+func lastRan(trace []pack.TraceEntry) string {
+	for i := len(trace) - 1; i >= 0; i-- {
+		if trace[i].Outcome == pack.OutcomeOK {
+			return trace[i].Path
+		}
+	}
+	return ""
+}

@@ -1,0 +1,278 @@
+package origin
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/internal/script"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/pack"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
+
+// TestScripts replays every testdata/*.txt script (package
+// internal/script): each block is one command, a "----" line, and what the
+// machine said to do followed by the record's state. go test -update
+// rewrites them after a deliberate rule change.
+func TestScripts(t *testing.T) {
+	script.RunAll(t, *update, func(t *testing.T) func(string) []string {
+		r := &run{w: New("wf")}
+		return func(cmd string) []string { return r.apply(t, cmd) }
+	})
+}
+
+// run is one script's machine and its journal: the last record the
+// machine asked to persist, which is what a restart loads.
+type run struct {
+	w     *Workflow
+	saved *Record
+}
+
+func num(t *testing.T, m map[string]string, k string, def int) int {
+	v, ok := m[k]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, v, err)
+	}
+	return n
+}
+
+func peers(v string) []pack.Peer {
+	if v == "" {
+		return nil
+	}
+	var out []pack.Peer
+	for _, id := range strings.Split(v, ",") {
+		out = append(out, pack.Peer{ID: id})
+	}
+	return out
+}
+
+// clock: minute m of the script's day.
+func clock(t *testing.T, a map[string]string) time.Time {
+	return time.Date(2026, 11, 23, 10, num(t, a, "min", 0), 0, 0, time.UTC)
+}
+
+// completion builds a completion from trace=1,2 (steps that ran, each
+// output {"by":"<chain>"}), ok or error=..., chain=... and settle=g1,g2
+// (release items of the last step's guardians).
+func completion(a map[string]string) api.OriginMsg {
+	m := api.OriginMsg{WorkflowID: "wf", Done: true, OK: a["error"] == "", Error: a["error"], Outputs: map[string]json.RawMessage{}}
+	chain := a["chain"]
+	if chain == "" {
+		chain = "a"
+	}
+	if a["trace"] != "" {
+		steps := strings.Split(a["trace"], ",")
+		for i, s := range steps {
+			start := time.Date(2026, 11, 23, 9, 0, len(steps)-i, 0, time.UTC) // out of order
+			m.Trace = append(m.Trace, pack.TraceEntry{Path: s, Service: "S" + s, Start: start, Outcome: pack.OutcomeOK})
+			m.Outputs["S"+s] = json.RawMessage(`{"by":"` + chain + `"}`)
+		}
+	}
+	if a["settle"] != "" {
+		m.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf|last", Attempt: 0, Peers: peers(a["settle"])}}
+	}
+	return m
+}
+
+// apply runs one command and renders what the machine said and its state.
+func (r *run) apply(t *testing.T, cmd string) []string {
+	fields := strings.Fields(cmd)
+	a := script.Args(fields[1:])
+	w := r.w
+	var ev Event
+	switch fields[0] {
+	case "submit":
+		ev = Submitted{Source: "S1 S2 S3", StepsTotal: num(t, a, "steps", 3), Origin: "self", Origins: []string{"/self"},
+			Replicas: peers(a["replicas"]), At: clock(t, a)}
+	case "replica-stored":
+		rec := Record{Status: api.Status{ID: a["id"], State: api.StateRunning, StepsTotal: 3, Origin: a["primary"]},
+			Source: "S1 S2 S3", Primary: pack.Peer{ID: a["primary"]}}
+		if rec.Status.ID == "" {
+			rec.Status.ID = "wf"
+		}
+		ev = ReplicaStored{Record: rec}
+	case "progress":
+		outcome := pack.OutcomeOK
+		if a["outcome"] != "" {
+			outcome = pack.Outcome(a["outcome"])
+		}
+		ev = Progress{Entry: pack.TraceEntry{Path: a["path"], Outcome: outcome}}
+	case "complete":
+		ev = Completed{Msg: completion(a), At: clock(t, a)}
+	case "from-replica":
+		ev = CompletionFromReplica{Msg: completion(a), From: a["from"], At: clock(t, a)}
+	case "from-primary":
+		ev = CompletionFromPrimary{Msg: completion(a), At: clock(t, a)}
+	case "hand-back-acked":
+		ev = HandBackAcked{}
+	case "cancel":
+		ev = Cancelled{At: clock(t, a)}
+	case "sync":
+		var msg *api.OriginMsg
+		if a["ended"] == "true" {
+			m := completion(a)
+			msg = &m
+		}
+		ev = SyncAnswer{From: a["from"], Msg: msg, At: clock(t, a)}
+	case "new":
+		r.w, r.saved = New("wf"), nil
+		return []string{state(r.w)}
+	case "restart":
+		// What the journal holds: progress that was never written is gone.
+		if r.saved == nil {
+			r.w = New("wf")
+		} else {
+			r.w = Load(*r.saved)
+		}
+		return []string{ready(r.w.Resume()), state(r.w)}
+	case "status", "result":
+		st := w.Status(fields[0] == "result")
+		return []string{"reply: " + status(st), state(w)}
+	case "summary":
+		return []string{"reply: " + status(w.Summary()), state(w)}
+	case "ended":
+		ended, done := w.Ended()
+		s := fmt.Sprintf("reply: ended=%v", ended)
+		if done != nil {
+			s += " " + msgString(*done)
+		}
+		return []string{s, state(w)}
+	default:
+		t.Fatalf("unknown command %q", fields[0])
+	}
+	rd := w.Step(ev)
+	if rd.Persist != nil {
+		r.saved = rd.Persist
+	}
+	return []string{ready(rd), state(w)}
+}
+
+func ids(ps []pack.Peer) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.ID)
+	}
+	return strings.Join(s, ",")
+}
+
+func outputs(m map[string]json.RawMessage) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+"="+string(m[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func paths(tr []pack.TraceEntry) string {
+	var s []string
+	for _, e := range tr {
+		s = append(s, e.Path)
+	}
+	return strings.Join(s, ",")
+}
+
+func msgString(m api.OriginMsg) string {
+	s := "ok"
+	if !m.OK {
+		s = "failed(" + m.Error + ")"
+	}
+	return s + " result=" + outputs(m.Outputs)
+}
+
+func status(st api.Status) string {
+	s := fmt.Sprintf("%s steps=%d/%d", st.State, st.StepsDone, st.StepsTotal)
+	if st.Error != "" {
+		s += " error=" + strconv.Quote(st.Error)
+	}
+	if !st.Finished.IsZero() {
+		s += " finished=" + st.Finished.Format("15:04")
+	}
+	if len(st.Recent) > 0 {
+		s += " recent=" + paths(st.Recent)
+	}
+	if st.Result != nil {
+		s += " result=" + outputs(st.Result)
+	}
+	if len(st.Trace) > 0 {
+		s += " trace=" + paths(st.Trace)
+	}
+	return s
+}
+
+func ready(r Ready) string {
+	var parts []string
+	if r.Persist != nil {
+		parts = append(parts, "persist")
+	}
+	for _, s := range r.Settle {
+		parts = append(parts, fmt.Sprintf("settle(%s@%d at %s)", s.Key, s.Attempt, ids(s.Peers)))
+	}
+	if r.Reply != nil {
+		switch {
+		case r.Reply.Error != "":
+			parts = append(parts, "reply=(error: "+r.Reply.Error+")")
+		case r.Reply.Status != nil:
+			parts = append(parts, "reply=("+status(*r.Reply.Status)+")")
+		default:
+			parts = append(parts, "reply=(ok)")
+		}
+	}
+	if tl := r.TellReplicas; tl != nil {
+		parts = append(parts, fmt.Sprintf("tell(%s: %s)", ids(tl.Peers), msgString(tl.Completion)))
+	}
+	if h := r.HandBack; h != nil {
+		parts = append(parts, fmt.Sprintf("hand-back(%s: %s)", h.Primary.ID, msgString(h.Completion)))
+	}
+	if r.BroadcastCancel {
+		parts = append(parts, "broadcast-cancel")
+	}
+	if len(r.AskReplicas) > 0 {
+		parts = append(parts, "ask-replicas("+ids(r.AskReplicas)+")")
+	}
+	if e := r.Emit; e != nil {
+		s := "emit(completed after=" + e.After
+		if e.Stale {
+			s += " stale"
+		}
+		if e.Ended {
+			s += " ended=" + e.State.String()
+		}
+		parts = append(parts, s+")")
+	}
+	return "do: " + strings.Join(parts, " ")
+}
+
+func state(w *Workflow) string {
+	if !w.Exists() {
+		return "is: none"
+	}
+	rec := w.Record()
+	s := fmt.Sprintf("is: %s %s", w.Role(), w.State())
+	if len(rec.Replicas) > 0 {
+		s += " replicas=" + ids(rec.Replicas)
+	}
+	if rec.Primary.ID != "" {
+		s += " primary=" + rec.Primary.ID
+	}
+	if rec.HandBack {
+		s += " hand-back"
+	}
+	return s
+}
