@@ -206,14 +206,14 @@ func (n *Node) recruitGuardian(ctx context.Context, s *heldSlot, gone []pack.Pee
 	if !ok {
 		return
 	}
-	msg := api.GuardMsg{Op: api.GuardStore, Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: packRaw, Holder: n.self()}
-	var rep api.GuardReply
-	if err := rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
+	ref := n.peerRef(g)
+	msg := api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: packRaw, Holder: n.self()}
+	if rep := n.guardCall(ctx, ref, msg, n.cfg.StreamTimeout); !rep.OK {
 		return
 	}
-	if r := n.offerWatcher(rec.GuardKey, rec.Attempt(), n.peerRef(g)); !r.OK || r.Released {
+	if r := n.offerWatcher(rec.GuardKey, rec.Attempt(), ref); !r.OK || r.Released {
 		// Moved on meanwhile: the new guardian has nothing to watch.
-		_ = rpc.CallCBOR(ctx, n.host, g, api.ProtoGuard, api.GuardMsg{Op: api.GuardRelease, Key: rec.GuardKey, Attempt: rec.Attempt()}, &rep, n.cfg.StreamTimeout)
+		n.guardCall(ctx, ref, api.GuardRelease{Key: rec.GuardKey, Attempt: rec.Attempt()}, n.cfg.StreamTimeout)
 		return
 	}
 	n.log.Info("recruited a new guardian", "key", rec.GuardKey, "guardian", rpc.ShortID(g))
@@ -398,8 +398,8 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 	var dropped []string
 	for _, c := range copies {
 		var rep api.GuardReply
-		msg := api.GuardMsg{Op: api.GuardAddWatcher, Key: c.key, Attempt: c.attempt, Watcher: self}
-		if err := rpc.CallCBOR(ctx, n.host, holder, api.ProtoGuard, msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
+		msg := api.HeldAddWatcher{Key: c.key, Attempt: c.attempt, Watcher: self}
+		if err := rpc.CallCBOR(ctx, n.host, holder, msg.Protocol(), msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
 			n.log.Debug("reconcile with holder", "peer", rpc.ShortID(holder), "key", c.key, "err", err, "reply", rep.Error)
 			return
 		}

@@ -86,19 +86,19 @@ func startGuardian(t *testing.T, lines *logLines) api.NodeFile {
 }
 
 // fakeHolder is a raw host that asks the node to guard a pack it "holds",
-// never beats, and answers guard operations with reply.
+// never beats, and answers the guardian's add-watcher requests with reply.
 type fakeHolder struct {
 	h     host.Host
 	node  peer.ID
-	asked chan api.GuardMsg
+	asked chan api.HeldAddWatcher
 }
 
 func newFakeHolder(t *testing.T, nf api.NodeFile, reply api.GuardReply) *fakeHolder {
 	t.Helper()
 	h, id := rawHost(t, nf)
-	f := &fakeHolder{h: h, node: id, asked: make(chan api.GuardMsg, 16)}
-	rpc.Serve(h, api.ProtoGuard, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
-		var m api.GuardMsg
+	f := &fakeHolder{h: h, node: id, asked: make(chan api.HeldAddWatcher, 16)}
+	rpc.Serve(h, api.ProtoHeldAddWatcher, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.HeldAddWatcher
 		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
 			return nil
 		}
@@ -116,11 +116,11 @@ func (f *fakeHolder) ref() pack.Peer {
 	return ref
 }
 
-func (f *fakeHolder) guard(t *testing.T, m api.GuardMsg) api.GuardReply {
+func (f *fakeHolder) guard(t *testing.T, m api.GuardRequest) api.GuardReply {
 	t.Helper()
 	var rep api.GuardReply
-	if err := rpc.CallCBOR(context.Background(), f.h, f.node, api.ProtoGuard, m, &rep, 10*time.Second); err != nil {
-		t.Fatalf("guard %s: %v", m.Op, err)
+	if err := rpc.CallCBOR(context.Background(), f.h, f.node, m.Protocol(), m, &rep, 10*time.Second); err != nil {
+		t.Fatalf("%s: %v", m.Protocol(), err)
 	}
 	return rep
 }
@@ -143,18 +143,18 @@ func TestGuardianReconcilesWithLiveHolder(t *testing.T) {
 			nf := startGuardian(t, lines)
 			f := newFakeHolder(t, nf, api.GuardReply{OK: true, Released: tc.released})
 			const key = "wf-test|1"
-			if rep := f.guard(t, api.GuardMsg{Op: api.GuardStore, Key: key, Attempt: 2, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+			if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 2, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
 				t.Fatalf("store refused: %+v", rep)
 			}
 			lines.waitFor(t, "late beats but the holder answers a ping")
 			m := recvGuard(t, f.asked)
-			if m.Op != api.GuardAddWatcher || m.Key != key || m.Attempt != 2 || m.Watcher.ID != f.node.String() {
+			if m.Key != key || m.Attempt != 2 || m.Watcher.ID != f.node.String() {
 				t.Fatalf("holder asked %+v, want add-watcher for %s attempt 2 by %s", m, key, f.node)
 			}
-			st := f.guard(t, api.GuardMsg{Op: api.GuardStatus, Key: key})
+			st := f.guard(t, api.GuardStatus{Key: key})
 			if tc.released {
 				lines.waitFor(t, "dropped guard copies of work the holder had moved on from", "dropped=1")
-				st = f.guard(t, api.GuardMsg{Op: api.GuardStatus, Key: key})
+				st = f.guard(t, api.GuardStatus{Key: key})
 				if !st.Known || !st.Released {
 					t.Errorf("status after the holder moved on = %+v, want released", st)
 				}
@@ -176,7 +176,7 @@ func TestGuardianRedispatchesForkHeadedPack(t *testing.T) {
 	nf := startGuardian(t, lines)
 	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
 	const key = "wf-test|submit"
-	if rep := f.guard(t, api.GuardMsg{Op: api.GuardStore, Key: key, Pack: packFor(t, "FORK(S1, S2) SYNC S3"), Holder: f.ref()}); !rep.OK {
+	if rep := f.guard(t, api.GuardStore{Key: key, Pack: packFor(t, "FORK(S1, S2) SYNC S3"), Holder: f.ref()}); !rep.OK {
 		t.Fatalf("store refused: %+v", rep)
 	}
 	// The holder "loses power": its connections close, it never beats.
@@ -187,7 +187,7 @@ func TestGuardianRedispatchesForkHeadedPack(t *testing.T) {
 	lines.waitFor(t, "msg=re-routing", "key="+key, "step=(dispatch)", "attempt=1")
 }
 
-func recvGuard(t *testing.T, ch <-chan api.GuardMsg) api.GuardMsg {
+func recvGuard(t *testing.T, ch <-chan api.HeldAddWatcher) api.HeldAddWatcher {
 	t.Helper()
 	select {
 	case m := <-ch:

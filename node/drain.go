@@ -121,7 +121,7 @@ func (n *Node) handOverJoin(ctx context.Context, c *joinCopy) {
 		if !pending {
 			return
 		}
-		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinHandover, Key: id, Record: rpc.MustCBOR(&rec)})
+		rep := n.callGuard(ctx, r, api.JoinHandover{Key: id, Record: rpc.MustCBOR(&rec)})
 		if !rep.OK {
 			n.log.Info("join hand-over refused", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
 			continue
@@ -135,7 +135,7 @@ func (n *Node) handOverJoin(ctx context.Context, c *joinCopy) {
 // joinHandoverOp makes this replica the acting holder of a join whose
 // primary drains before a power cut. The record it brings is the primary's
 // latest, so it replaces the replica's copy.
-func (n *Node) joinHandoverOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+func (n *Node) joinHandoverOp(from peer.ID, m api.JoinHandover) api.GuardReply {
 	if n.draining.Load() {
 		return api.GuardReply{Error: "peer " + rpc.ShortID(n.host.ID()) + " is draining too"}
 	}
@@ -189,7 +189,7 @@ func (n *Node) handBack(ctx context.Context, h *held.Record, gs []pack.Peer, hea
 		if g.ID == n.host.ID().String() {
 			continue
 		}
-		rep := n.callGuard(ctx, g, api.GuardMsg{Op: api.GuardHandback, Key: h.GuardKey, Attempt: h.Attempt()})
+		rep := n.callGuard(ctx, g, api.GuardHandback{Key: h.GuardKey, Attempt: h.Attempt()})
 		if rep.OK {
 			n.log.Info("step handed back before the cut", "key", h.Key, "step", head.Name, "guardian", rpc.ShortIDString(g.ID))
 			return
@@ -202,7 +202,7 @@ func (n *Node) handBack(ctx context.Context, h *held.Record, gs []pack.Peer, hea
 // The guardian re-routes as if the holder had gone silent (attempt+1, never
 // back to it); the re-route tells the holder it was superseded, which stops
 // the step there.
-func (n *Node) handbackOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+func (n *Node) handbackOp(from peer.ID, m api.GuardHandback) api.GuardReply {
 	rep := n.stepGuardReply(m.Key, guard.Handback{From: from.String(), Attempt: m.Attempt, Why: "handed the step back before a power cut"})
 	if rep.OK {
 		n.log.Info("holder hands a step back before a power cut", "key", m.Key, "holder", rpc.ShortID(from))

@@ -33,7 +33,7 @@ func (n *Node) registerProtocols() {
 	rpc.Serve(n.host, api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
 	rpc.Serve(n.host, api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
 	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
-	rpc.Serve(n.host, api.ProtoGuard, api.MaxControlFrame, to, n.handleGuard)
+	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
 }
 
@@ -152,7 +152,7 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 			return nil
 		}
 		ref := n.peerRef(b)
-		msg := api.GuardMsg{Op: api.GuardStore, Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
+		msg := api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
 		if rep := n.guardCall(ctx, ref, msg, settleCallTimeout); rep.OK {
 			return []pack.Peer{ref}
 		}
@@ -165,7 +165,7 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 // does not keep after all.
 func (n *Node) releaseBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
 	for _, b := range backups {
-		n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: attempt}, settleCallTimeout)
+		n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: attempt}, settleCallTimeout)
 	}
 }
 

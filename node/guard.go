@@ -189,19 +189,19 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 	}
 	if t := rd.TellSuperseded; t != nil {
 		n.spawn(func(ctx context.Context) {
-			n.guardCall(ctx, t.Peer, api.GuardMsg{Op: api.GuardSuperseded, Key: key, Attempt: t.Attempt}, settleCallTimeout)
+			n.guardCall(ctx, t.Peer, api.HeldSuperseded{Key: key, Attempt: t.Attempt}, settleCallTimeout)
 		})
 	}
 	if r := rd.ReleaseOld; r != nil {
 		for _, b := range r.Peers {
 			n.spawn(func(ctx context.Context) {
-				n.guardCall(ctx, b, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: r.Attempt}, settleCallTimeout)
+				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt}, settleCallTimeout)
 			})
 		}
 	}
 	if w := rd.AddWatcher; w != nil {
 		n.spawn(func(ctx context.Context) {
-			n.guardCall(ctx, w.Peer, api.GuardMsg{Op: api.GuardAddWatcher, Key: key, Attempt: w.Attempt, Watcher: n.self()}, n.cfg.StreamTimeout)
+			n.guardCall(ctx, w.Peer, api.HeldAddWatcher{Key: key, Attempt: w.Attempt, Watcher: n.self()}, n.cfg.StreamTimeout)
 		})
 	}
 	if rd.RecruitBackup {
@@ -261,7 +261,7 @@ func (n *Node) recruitBackup(ctx context.Context, key string) {
 		return
 	}
 	ref := n.peerRef(b)
-	rep := n.guardCall(ctx, ref, api.GuardMsg{Op: api.GuardStore, Key: key, Attempt: c.Attempt, Pack: c.Pack, Holder: c.Holder, Primary: n.self()}, n.cfg.StreamTimeout)
+	rep := n.guardCall(ctx, ref, api.GuardStore{Key: key, Attempt: c.Attempt, Pack: c.Pack, Holder: c.Holder, Primary: n.self()}, n.cfg.StreamTimeout)
 	if !rep.OK {
 		n.log.Debug("backup guardian refused", "peer", rpc.ShortID(b), "err", rep.Error)
 		return
@@ -269,10 +269,10 @@ func (n *Node) recruitBackup(ctx context.Context, key string) {
 	if _, err := n.stepGuard(key, guard.BackupAdded{Peer: ref, Attempt: c.Attempt}); err != nil {
 		n.log.Error("record backup guardian", "err", err)
 	}
-	rep = n.guardCall(ctx, c.Holder, api.GuardMsg{Op: api.GuardAddWatcher, Key: key, Attempt: c.Attempt, Watcher: ref}, n.cfg.StreamTimeout)
+	rep = n.guardCall(ctx, c.Holder, api.HeldAddWatcher{Key: key, Attempt: c.Attempt, Watcher: ref}, n.cfg.StreamTimeout)
 	if rep.OK && rep.Released {
 		// The holder already moved on: the backup has nothing to watch.
-		n.guardCall(ctx, ref, api.GuardMsg{Op: api.GuardRelease, Key: key, Attempt: c.Attempt}, n.cfg.StreamTimeout)
+		n.guardCall(ctx, ref, api.GuardRelease{Key: key, Attempt: c.Attempt}, n.cfg.StreamTimeout)
 	}
 }
 
@@ -433,7 +433,7 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	}
 	ans := guard.PrimaryAnswer{Silent: a.Silent, Attempt: a.Attempt, Why: a.Why}
 	if a.Primary.ID != "" {
-		rep := n.guardCall(ctx, a.Primary, api.GuardMsg{Op: api.GuardStatus, Key: key}, settleCallTimeout)
+		rep := n.guardCall(ctx, a.Primary, api.GuardStatus{Key: key}, settleCallTimeout)
 		ans.Reached = rep.Error == ""
 		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Attempt: rep.Attempt, Holder: rep.Holder}
 	}
@@ -534,7 +534,7 @@ func (n *Node) stepGuardLogged(key string, ev guard.Event) {
 // never re-runs work of a finished workflow (I1). No answer means no.
 func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
 	for _, o := range p.Origin {
-		rep := n.guardCall(ctx, o, api.GuardMsg{Op: api.GuardOriginStatus, Key: p.WorkflowID}, settleCallTimeout)
+		rep := n.guardCall(ctx, o, api.OriginStatus{Key: p.WorkflowID}, settleCallTimeout)
 		if rep.OK && rep.Known {
 			return rep.Released
 		}
@@ -559,13 +559,45 @@ func (n *Node) redispatch(ctx context.Context, key string, p *pack.Pack, o guard
 	n.dispatch(ctx, p)
 }
 
-// handleGuard serves guardian bookkeeping.
-func (n *Node) handleGuard(_ context.Context, from peer.ID, req []byte) []byte {
-	var m api.GuardMsg
-	if err := rpc.Dec.Unmarshal(req, &m); err != nil {
-		return rpc.MustCBOR(api.GuardReply{Error: "bad guard message: " + err.Error()})
+// guardDecoders decodes the request of each reliability protocol (one
+// typed request per protocol ID, package node/api).
+var guardDecoders = map[string]func([]byte) (api.GuardRequest, error){
+	api.ProtoGuardStore:     decodeGuard[api.GuardStore],
+	api.ProtoGuardRelease:   decodeGuard[api.GuardRelease],
+	api.ProtoGuardStatus:    decodeGuard[api.GuardStatus],
+	api.ProtoGuardOwner:     decodeGuard[api.GuardOwner],
+	api.ProtoGuardHandback:  decodeGuard[api.GuardHandback],
+	api.ProtoHeldSuperseded: decodeGuard[api.HeldSuperseded],
+	api.ProtoHeldAddWatcher: decodeGuard[api.HeldAddWatcher],
+	api.ProtoJoinReplica:    decodeGuard[api.JoinReplica],
+	api.ProtoJoinUpdate:     decodeGuard[api.JoinUpdate],
+	api.ProtoJoinForwarded:  decodeGuard[api.JoinForwarded],
+	api.ProtoJoinStatus:     decodeGuard[api.JoinStatus],
+	api.ProtoJoinHandover:   decodeGuard[api.JoinHandover],
+	api.ProtoJoinActor:      decodeGuard[api.JoinActor],
+	api.ProtoJoinBranch:     decodeGuard[api.JoinBranch],
+	api.ProtoOriginReplica:  decodeGuard[api.OriginReplica],
+	api.ProtoOriginDone:     decodeGuard[api.OriginDone],
+	api.ProtoOriginStatus:   decodeGuard[api.OriginStatus],
+}
+
+func decodeGuard[T api.GuardRequest](raw []byte) (api.GuardRequest, error) {
+	var m T
+	err := rpc.Dec.Unmarshal(raw, &m)
+	return m, err
+}
+
+// serveGuard registers one handler per reliability protocol.
+func (n *Node) serveGuard() {
+	for proto, decode := range guardDecoders {
+		rpc.Serve(n.host, proto, api.MaxControlFrame, n.cfg.StreamTimeout, func(_ context.Context, from peer.ID, req []byte) []byte {
+			m, err := decode(req)
+			if err != nil {
+				return rpc.MustCBOR(api.GuardReply{Error: fmt.Sprintf("bad %s request: %v", proto, err)})
+			}
+			return rpc.MustCBOR(n.guardOp(from, m))
+		})
 	}
-	return rpc.MustCBOR(n.guardOp(from, m))
 }
 
 // stepGuardReply steps key's guard for a request and returns the answer.
@@ -577,8 +609,10 @@ func (n *Node) stepGuardReply(key string, ev guard.Event) api.GuardReply {
 	return guardReply(rd.Reply)
 }
 
-func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
-	switch m.Op {
+// guardOp serves one reliability request (from a peer, or from this one
+// when it is its own guardian, join copy or origin).
+func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
+	switch m := req.(type) {
 	case api.GuardStore:
 		if _, err := pack.Decode(m.Pack, n.limits); err != nil {
 			return api.GuardReply{Error: "bad pack: " + err.Error()}
@@ -598,17 +632,17 @@ func (n *Node) guardOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 	case api.GuardOwner:
 		r := n.guards.view(m.Key).Owner(from.String(), m.Attempt)
 		return guardReply(&r)
-	case api.GuardSuperseded:
+	case api.HeldSuperseded:
 		n.supersedeHeld(m.Key, m.Attempt)
 		return api.GuardReply{OK: true}
-	case api.GuardAddWatcher:
+	case api.HeldAddWatcher:
 		return n.offerWatcher(m.Key, m.Attempt, m.Watcher)
 	case api.GuardHandback:
 		return n.handbackOp(from, m)
-	case api.GuardJoin, api.GuardJoinUpdate, api.GuardJoinDone, api.GuardJoinStatus, api.GuardJoinHandover, api.GuardJoinActor, api.GuardJoinBranch:
+	case api.JoinReplica, api.JoinUpdate, api.JoinForwarded, api.JoinStatus, api.JoinHandover, api.JoinActor, api.JoinBranch:
 		return n.joinReplicaOp(from, m)
-	case api.GuardOrigin, api.GuardOriginDone, api.GuardOriginStatus:
+	case api.OriginReplica, api.OriginDone, api.OriginStatus:
 		return n.originReplicaOp(from, m)
 	}
-	return api.GuardReply{Error: fmt.Sprintf("unknown guard operation %q", m.Op)}
+	return api.GuardReply{Error: fmt.Sprintf("unknown reliability request %T", req)}
 }

@@ -334,7 +334,7 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 // (the successor released them already when it settled; this covers a
 // successor that could not reach one).
 func (n *Node) releaseGuardians(ctx context.Context, gkey string, attempt int, gs []pack.Peer) {
-	msg := api.GuardMsg{Op: api.GuardRelease, Key: gkey, Attempt: attempt}
+	msg := api.GuardRelease{Key: gkey, Attempt: attempt}
 	for _, g := range gs {
 		if g.ID == n.host.ID().String() {
 			continue
@@ -422,7 +422,7 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = n.guardCall(ctx, g, api.GuardMsg{Op: api.GuardOwner, Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
+			replies[i] = n.guardCall(ctx, g, api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
 		}()
 	}
 	wg.Wait()

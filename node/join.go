@@ -138,7 +138,7 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 		// copies that did answer keep the result.
 		d := toDelivery(wf, id, *rd.Replicate)
 		for _, r := range others {
-			if rep := n.callGuard(n.ctx, r, api.GuardMsg{Op: api.GuardJoinUpdate, Key: id, Delivery: &d}); !rep.OK {
+			if rep := n.callGuard(n.ctx, r, api.JoinUpdate{Key: id, Delivery: d}); !rep.OK {
 				n.log.Info("join replica did not take an update", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
 			}
 		}
@@ -151,7 +151,7 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 		// that was only suspected stops acting.
 		for _, r := range copies {
 			n.spawn(func(ctx context.Context) {
-				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinActor, Key: id, Holder: self, Epoch: token.Epoch, Actor: token.Actor})
+				n.callGuard(ctx, r, api.JoinActor{Key: id, Holder: self, Epoch: token.Epoch})
 			})
 		}
 	}
@@ -171,7 +171,7 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 	if rd.NotifyForwarded {
 		for _, r := range copies {
 			n.spawn(func(ctx context.Context) {
-				n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinDone, Key: id, Epoch: token.Epoch, Actor: token.Actor})
+				n.callGuard(ctx, r, api.JoinForwarded{Key: id, Epoch: token.Epoch, Actor: token.Actor})
 			})
 		}
 	}
@@ -427,7 +427,7 @@ func (n *Node) replicateJoin(ctx context.Context, m *join.Join) *join.Join {
 		go func() {
 			defer wg.Done()
 			cp := planned.ReplicaCopy(i)
-			rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoin, Key: rec.ID, Record: rpc.MustCBOR(&cp)})
+			rep := n.callGuard(ctx, r, api.JoinReplica{Record: rpc.MustCBOR(&cp)})
 			ok[i] = rep.OK
 			if !rep.OK {
 				n.log.Info("join replica refused", "join", rec.ID, "peer", rpc.ShortIDString(r.ID), "err", rep.Error)
@@ -465,7 +465,7 @@ func (n *Node) pickReplicas(k int, exclude map[peer.ID]bool) []pack.Peer {
 
 // callGuard sends one guard message within the stream timeout and returns
 // the reply (Error set on failure); see guardCall.
-func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardMsg) api.GuardReply {
+func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardRequest) api.GuardReply {
 	return n.guardCall(ctx, to, m, n.cfg.StreamTimeout)
 }
 
@@ -477,7 +477,7 @@ func (n *Node) askEarlier(ctx context.Context, c *joinCopy) {
 	c.view(func(m *join.Join) { earlier, id = m.Earlier(), m.ID() })
 	ans := join.EarlierAnswered{}
 	for _, r := range earlier {
-		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: id})
+		rep := n.callGuard(ctx, r, api.JoinStatus{Key: id})
 		if rep.OK && rep.Known {
 			ans.Reached = true
 			r := r
@@ -498,7 +498,7 @@ func (n *Node) askReplicas(ctx context.Context, c *joinCopy) {
 	c.view(func(m *join.Join) { reps, id = m.Replicas(), m.ID() })
 	ans := join.Recovered{}
 	for _, r := range reps {
-		if rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardJoinStatus, Key: id}); rep.Active {
+		if rep := n.callGuard(ctx, r, api.JoinStatus{Key: id}); rep.Active {
 			n.log.Info("a replica took over this join while we were down", "join", id, "replica", rpc.ShortIDString(r.ID))
 			r := r
 			ans.TakenBy = &r
@@ -511,7 +511,7 @@ func (n *Node) askReplicas(ctx context.Context, c *joinCopy) {
 }
 
 // joinReplicaOp serves the join guard operations.
-func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
+func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 	reply := func(a join.Ack) api.GuardReply {
 		switch {
 		case a.OK:
@@ -521,47 +521,44 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		}
 		return api.GuardReply{Error: a.Error}
 	}
-	switch m.Op {
-	case api.GuardJoin:
+	switch m := req.(type) {
+	case api.JoinReplica:
 		var rec join.Record
 		if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
 			return api.GuardReply{Error: "bad join record: " + err.Error()}
 		}
-		m := join.FromReplicaCopy(rec)
+		cp := join.FromReplicaCopy(rec)
 		if old := n.joins.get(rec.ID); old != nil {
 			return api.GuardReply{OK: true}
 		}
 		// Durable before acknowledged (I4): a copy the primary counts on
 		// must survive this peer's restart.
-		if err := n.saveJoin(m.Record()); err != nil {
+		if err := n.saveJoin(cp.Record()); err != nil {
 			return api.GuardReply{Error: fmt.Sprintf("peer %s could not journal a copy of join %s: %v", rpc.ShortID(n.host.ID()), rec.ID, err)}
 		}
-		n.joins.add(rec.ID, newJoinCopy(m))
+		n.joins.add(rec.ID, newJoinCopy(cp))
 		n.ev.Emit(events.Event{Type: events.JoinCopy, Workflow: rec.WorkflowID, Join: rec.ID, Peer: from.String(), Branch: rec.Rank})
 		n.learnAddrs(from, rec.Actor.Addrs)
 		n.watchHolder(from)
 		return api.GuardReply{OK: true}
-	case api.GuardJoinUpdate:
-		if m.Delivery == nil {
-			return api.GuardReply{Error: "join update without a delivery"}
-		}
+	case api.JoinUpdate:
 		c := n.joins.get(m.Key)
 		if c == nil {
 			return api.GuardReply{Error: "no copy of join " + m.Key}
 		}
-		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(*m.Delivery)}))
-	case api.GuardJoinDone:
+		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(m.Delivery)}))
+	case api.JoinForwarded:
 		if c := n.joins.get(m.Key); c != nil {
 			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardJoinBranch:
+	case api.JoinBranch:
 		c := n.joins.get(m.Key)
 		if c == nil {
 			return api.GuardReply{OK: true} // not a holder (any more): nothing to record
 		}
 		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt, Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
-	case api.GuardJoinActor:
+	case api.JoinActor:
 		if c := n.joins.get(m.Key); c != nil {
 			var prev pack.Peer
 			c.view(func(j *join.Join) { prev = j.Actor() })
@@ -569,9 +566,9 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 			n.unwatchIfIdle(prev.ID)
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardJoinHandover:
+	case api.JoinHandover:
 		return n.joinHandoverOp(from, m)
-	case api.GuardJoinStatus:
+	case api.JoinStatus:
 		c := n.joins.get(m.Key)
 		if c == nil {
 			return api.GuardReply{OK: true}
@@ -580,5 +577,5 @@ func (n *Node) joinReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		c.view(func(j *join.Join) { acting = j.Acting() })
 		return api.GuardReply{OK: true, Known: true, Active: acting}
 	}
-	return api.GuardReply{Error: "unknown join operation " + m.Op}
+	return api.GuardReply{Error: fmt.Sprintf("unknown join request %T", req)}
 }

@@ -193,12 +193,12 @@ func (n *Node) applyOrigin(id string, rd origin.Ready) {
 	}
 	if tl := rd.TellReplicas; tl != nil {
 		for _, r := range tl.Peers {
-			msg := api.GuardMsg{Op: api.GuardOriginDone, Key: id, Origin: &tl.Completion}
+			msg := api.OriginDone{Key: id, Completion: tl.Completion}
 			n.spawn(func(ctx context.Context) { n.relayCompletion(ctx, r, msg) })
 		}
 	}
 	if hb := rd.HandBack; hb != nil {
-		msg := api.GuardMsg{Op: api.GuardOriginDone, Key: id, Origin: &hb.Completion}
+		msg := api.OriginDone{Key: id, Completion: hb.Completion}
 		n.spawn(func(ctx context.Context) {
 			if n.relayCompletion(ctx, hb.Primary, msg) {
 				if _, err := n.stepOrigin(id, origin.HandBackAcked{}); err != nil {
@@ -220,7 +220,7 @@ func (n *Node) applyOrigin(id string, rd origin.Ready) {
 
 // relayCompletion sends a completion to another copy of the record until
 // it acknowledges (true) or relayFor has passed or the node stops.
-func (n *Node) relayCompletion(ctx context.Context, to pack.Peer, msg api.GuardMsg) bool {
+func (n *Node) relayCompletion(ctx context.Context, to pack.Peer, msg api.OriginDone) bool {
 	ctx, cancel := context.WithTimeout(ctx, relayFor)
 	defer cancel()
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
@@ -244,7 +244,7 @@ func (n *Node) syncOrigin(ctx context.Context, id string, replicas []pack.Peer) 
 		if w := n.origins.view(id); w == nil || !w.Running() || ctx.Err() != nil {
 			return
 		}
-		rep := n.callGuard(ctx, r, api.GuardMsg{Op: api.GuardOriginStatus, Key: id})
+		rep := n.callGuard(ctx, r, api.OriginStatus{Key: id})
 		if rep.OK && rep.Origin != nil {
 			n.log.Info("workflow finished while this origin was down", "workflow", id, "replica", rpc.ShortIDString(r.ID))
 			if _, err := n.stepOrigin(id, origin.SyncAnswer{From: r.ID, Msg: rep.Origin, At: time.Now().UTC()}); err == nil {
@@ -290,7 +290,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	replicaRec := rpc.MustCBOR(draft.ReplicaCopy(self))
 	var stored []pack.Peer
 	for _, ref := range picked {
-		if rep := n.callGuard(n.ctx, ref, api.GuardMsg{Op: api.GuardOrigin, Key: id, Record: replicaRec}); !rep.OK {
+		if rep := n.callGuard(n.ctx, ref, api.OriginReplica{Key: id, Record: replicaRec}); !rep.OK {
 			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", rep.Error)
 			continue
 		}
@@ -316,7 +316,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	// its backups.
 	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(id, submitStep, 0), GuardKey: journal.StepKey(id, submitStep)}
 	for _, ref := range stored {
-		store := api.GuardMsg{Op: api.GuardStore, Key: st.GuardKey, Pack: raw, Holder: self}
+		store := api.GuardStore{Key: st.GuardKey, Pack: raw, Holder: self}
 		if len(st.Guardians) > 0 {
 			store.Primary = st.Guardians[0]
 		}
@@ -387,9 +387,9 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 // record: store a replica, a completion told by the primary or handed
 // back by a replica, and whether the workflow ended (guardians and
 // restarted primaries ask).
-func (n *Node) originReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
-	switch m.Op {
-	case api.GuardOrigin:
+func (n *Node) originReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply {
+	switch m := req.(type) {
+	case api.OriginReplica:
 		var rec origin.Record
 		if err := rpc.Dec.Unmarshal(m.Record, &rec); err != nil {
 			return api.GuardReply{Error: "bad workflow record: " + err.Error()}
@@ -398,23 +398,20 @@ func (n *Node) originReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardOriginDone:
-		if m.Origin == nil {
-			return api.GuardReply{Error: "no completion in origin-done"}
-		}
+	case api.OriginDone:
 		w := n.origins.view(m.Key)
 		if w == nil {
 			return api.GuardReply{Error: "no replica of workflow " + m.Key}
 		}
-		var ev origin.Event = origin.CompletionFromPrimary{Msg: *m.Origin, At: time.Now().UTC()}
+		var ev origin.Event = origin.CompletionFromPrimary{Msg: m.Completion, At: time.Now().UTC()}
 		if w.Role() == origin.RolePrimary {
-			ev = origin.CompletionFromReplica{Msg: *m.Origin, From: from.String(), At: time.Now().UTC()}
+			ev = origin.CompletionFromReplica{Msg: m.Completion, From: from.String(), At: time.Now().UTC()}
 		}
 		if _, err := n.stepOrigin(m.Key, ev); err != nil {
 			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}
-	case api.GuardOriginStatus:
+	case api.OriginStatus:
 		w := n.origins.view(m.Key)
 		if w == nil {
 			return api.GuardReply{OK: true}
@@ -422,7 +419,7 @@ func (n *Node) originReplicaOp(from peer.ID, m api.GuardMsg) api.GuardReply {
 		ended, done := w.Ended()
 		return api.GuardReply{OK: true, Known: true, Released: ended, Origin: done}
 	}
-	return api.GuardReply{Error: "unknown origin operation " + m.Op}
+	return api.GuardReply{Error: fmt.Sprintf("unknown origin request %T", req)}
 }
 
 // reportEvent tells the origin that a step attempt ended (best effort).

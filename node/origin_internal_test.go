@@ -92,7 +92,7 @@ func TestOriginCompletionAnsweredOnlyOnceDurable(t *testing.T) {
 	if w := n.origins.view("wf-1"); !w.Running() {
 		t.Fatalf("state after a refused completion = %s, want running", w.State())
 	}
-	if rep := n.originReplicaOp("", api.GuardMsg{Op: api.GuardOriginStatus, Key: "wf-1"}); rep.Released {
+	if rep := n.originReplicaOp("", api.OriginStatus{Key: "wf-1"}); rep.Released {
 		t.Fatalf("a guardian was told the workflow ended before its end was written: %+v", rep)
 	}
 	j.set(false)
@@ -105,7 +105,7 @@ func TestOriginCompletionAnsweredOnlyOnceDurable(t *testing.T) {
 	if err := n.completeHere(done("b")); err != nil {
 		t.Fatalf("stale completion: %v", err)
 	}
-	rep := n.originReplicaOp("", api.GuardMsg{Op: api.GuardOriginStatus, Key: "wf-1"})
+	rep := n.originReplicaOp("", api.OriginStatus{Key: "wf-1"})
 	if !rep.Known || !rep.Released || rep.Origin == nil || string(rep.Origin.Outputs["S2"]) != `"a"` {
 		t.Fatalf("origin-status after a stale completion = %+v, want ended with the first result", rep)
 	}

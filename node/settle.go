@@ -56,7 +56,7 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 			go func() {
 				defer wg.Done()
 				if rep := n.guardCall(ctx, to, msg, settleCallTimeout); rep.Superseded {
-					n.log.Info("settle answered superseded", "op", msg.Op, "key", msg.Key, "peer", rpc.ShortIDString(to.ID), "attempt", rep.Attempt, "why", rep.Error)
+					n.log.Info("settle answered superseded", "op", msg.Protocol(), "peer", rpc.ShortIDString(to.ID), "attempt", rep.Attempt, "why", rep.Error)
 					superseded.Store(true)
 				}
 			}()
@@ -72,20 +72,20 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 }
 
 // settleMsg is the guard operation that settles it.
-func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardMsg {
+func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardRequest {
 	switch it.Kind {
 	case pack.SettleJoinForwarded:
-		return api.GuardMsg{Op: api.GuardJoinDone, Key: it.Key, Epoch: it.Epoch, Actor: it.Actor}
+		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor}
 	case pack.SettleBranchStarted:
-		return api.GuardMsg{Op: api.GuardJoinBranch, Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
+		return api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
 	}
-	return api.GuardMsg{Op: api.GuardRelease, Key: it.Key, Attempt: it.Attempt}
+	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt}
 }
 
 // guardCall sends one guard message to a peer (or serves it here when the
 // peer is this one) within d, and returns the reply (Error set on
 // failure).
-func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardMsg, d time.Duration) api.GuardReply {
+func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) api.GuardReply {
 	id, err := peer.Decode(to.ID)
 	if err != nil {
 		return api.GuardReply{Error: "bad peer id " + to.ID}
@@ -95,7 +95,7 @@ func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardMsg, d ti
 	}
 	n.learnAddrs(id, to.Addrs)
 	var rep api.GuardReply
-	if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoGuard, m, &rep, d); err != nil {
+	if err := rpc.CallCBOR(ctx, n.host, id, m.Protocol(), m, &rep, d); err != nil {
 		return api.GuardReply{Error: err.Error()}
 	}
 	return rep

@@ -224,63 +224,10 @@ const (
 	// ProtoBeat is a long-lived stream on which a holder of guarded work
 	// writes one small frame per heartbeat interval to each guardian.
 	ProtoBeat = "/bedwe/beat/1.0.0"
-	// ProtoGuard carries guardian bookkeeping: copies of handed-off packs,
-	// releases, re-route notices, ownership queries and replicas of join and
-	// origin records.
-	ProtoGuard = "/bedwe/guard/1.0.0"
 )
 
-// Guard operations.
-const (
-	GuardStore      = "store"      // keep a copy of a pack held by Holder
-	GuardRelease    = "release"    // the holder moved the pack on: drop the copy
-	GuardStatus     = "status"     // what do you know of Key?
-	GuardOwner      = "owner"      // (from a restarted holder) do I still own Key at Attempt?
-	GuardSuperseded = "superseded" // (to an old holder) Key was re-routed at Attempt: stop
-	GuardAddWatcher = "add-watcher"
-	GuardJoin       = "join"        // store a replica of a join record
-	GuardJoinUpdate = "join-update" // a branch result the primary accepted
-	GuardJoinDone   = "join-done"   // the primary moved the continuation on
-	GuardJoinStatus = "join-status" // (from a restarted primary) did you take over?
-	GuardOrigin     = "origin"      // store a replica of a workflow record
-	GuardOriginDone = "origin-done" // the workflow finished (replica update)
-	// GuardOriginStatus asks a replica whether the workflow finished.
-	GuardOriginStatus = "origin-status"
-	// GuardHandback (from a holder draining before a power cut) asks a
-	// guardian to re-route Key at Attempt now rather than after the cut.
-	GuardHandback = "handback"
-	// GuardJoinHandover (from a join primary draining before a power cut)
-	// makes the replica the acting holder of the join in Record.
-	GuardJoinHandover = "join-handover"
-	// GuardJoinActor (from a replica that took over) tells the other
-	// replicas it acts now (Holder): they watch it instead.
-	GuardJoinActor = "join-actor"
-	// GuardJoinBranch (from the peer that accepted a branch's first pack)
-	// tells a join holder that Branch is held by Holder at Attempt.
-	GuardJoinBranch = "join-branch"
-)
-
-// GuardMsg is one guardian request.
-type GuardMsg struct {
-	Op      string    `cbor:"1,keyasint"`
-	Key     string    `cbor:"2,keyasint,omitempty"`
-	Attempt int       `cbor:"3,keyasint,omitempty"`
-	Pack    []byte    `cbor:"4,keyasint,omitempty"`
-	Holder  pack.Peer `cbor:"5,keyasint,omitempty"`
-	// Primary is the guardian that re-routes first; others are backups.
-	Primary  pack.Peer  `cbor:"6,keyasint,omitempty"`
-	Watcher  pack.Peer  `cbor:"7,keyasint,omitempty"`
-	Record   []byte     `cbor:"8,keyasint,omitempty"`
-	Delivery *Delivery  `cbor:"9,keyasint,omitempty"`
-	Origin   *OriginMsg `cbor:"10,keyasint,omitempty"`
-	Branch   int        `cbor:"11,keyasint,omitempty"`
-	// Epoch and Actor name the join actor a join operation comes from
-	// (join J7): a copy that knows a newer actor answers Superseded.
-	Epoch int    `cbor:"12,keyasint,omitempty"`
-	Actor string `cbor:"13,keyasint,omitempty"`
-}
-
-// GuardReply answers a GuardMsg.
+// GuardReply answers every request of the reliability protocols
+// (guard.go); fields that do not apply are left empty.
 type GuardReply struct {
 	OK    bool   `cbor:"1,keyasint"`
 	Error string `cbor:"2,keyasint,omitempty"`

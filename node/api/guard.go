@@ -1,0 +1,216 @@
+package api
+
+import "github.com/bedwe/bedwe/pack"
+
+// The reliability protocols: one request type and one versioned protocol
+// ID per operation, each answered with a GuardReply. A peer that changes a
+// request incompatibly registers a new ID and keeps serving the old one
+// for a while.
+//
+// Guardians (package node/guard) keep copies of handed-off packs; holders
+// (node/held) hold the work; join copies (node/join) and workflow records
+// (node/origin) are replicated between peers.
+const (
+	ProtoGuardStore     = "/bedwe/guard/store/1.0.0"
+	ProtoGuardRelease   = "/bedwe/guard/release/1.0.0"
+	ProtoGuardStatus    = "/bedwe/guard/status/1.0.0"
+	ProtoGuardOwner     = "/bedwe/guard/owner/1.0.0"
+	ProtoGuardHandback  = "/bedwe/guard/handback/1.0.0"
+	ProtoHeldSuperseded = "/bedwe/held/superseded/1.0.0"
+	ProtoHeldAddWatcher = "/bedwe/held/add-watcher/1.0.0"
+	ProtoJoinReplica    = "/bedwe/join/replica/1.0.0"
+	ProtoJoinUpdate     = "/bedwe/join/update/1.0.0"
+	ProtoJoinForwarded  = "/bedwe/join/forwarded/1.0.0"
+	ProtoJoinStatus     = "/bedwe/join/status/1.0.0"
+	ProtoJoinHandover   = "/bedwe/join/handover/1.0.0"
+	ProtoJoinActor      = "/bedwe/join/actor/1.0.0"
+	ProtoJoinBranch     = "/bedwe/join/branch/1.0.0"
+	ProtoOriginReplica  = "/bedwe/origin/replica/1.0.0"
+	ProtoOriginDone     = "/bedwe/origin/done/1.0.0"
+	ProtoOriginStatus   = "/bedwe/origin/status/1.0.0"
+)
+
+// GuardRequest is one request of the reliability protocols.
+type GuardRequest interface {
+	// Protocol is the versioned protocol ID the request is sent on.
+	Protocol() string
+}
+
+// GuardStore asks a peer to keep a copy of Pack, a step held by Holder
+// at Attempt, under Key. Primary is the guardian that re-routes first
+// (empty or the receiver itself: the receiver is the primary; else it is
+// a backup).
+type GuardStore struct {
+	Key     string    `cbor:"1,keyasint"`
+	Attempt int       `cbor:"2,keyasint,omitempty"`
+	Pack    []byte    `cbor:"3,keyasint"`
+	Holder  pack.Peer `cbor:"4,keyasint"`
+	Primary pack.Peer `cbor:"5,keyasint,omitempty"`
+}
+
+// GuardRelease tells a guardian the step Key moved on at Attempt: drop the
+// copy (answered Superseded when the guardian re-routed it first).
+type GuardRelease struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint,omitempty"`
+}
+
+// GuardStatus asks a guardian what it knows of Key (a backup asks its
+// primary).
+type GuardStatus struct {
+	Key string `cbor:"1,keyasint"`
+}
+
+// GuardOwner asks a guardian, from a restarted holder, whether the holder
+// still owns Key at Attempt.
+type GuardOwner struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint,omitempty"`
+}
+
+// GuardHandback asks a guardian, from a holder draining before a power
+// cut, to re-route Key at Attempt now rather than after the cut.
+type GuardHandback struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint,omitempty"`
+}
+
+// HeldSuperseded tells an old holder that Key was re-routed at Attempt:
+// stop it.
+type HeldSuperseded struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint,omitempty"`
+}
+
+// HeldAddWatcher offers Watcher as a guardian of the holder's work Key at
+// Attempt (answered Released when the work moved on).
+type HeldAddWatcher struct {
+	Key     string    `cbor:"1,keyasint"`
+	Attempt int       `cbor:"2,keyasint,omitempty"`
+	Watcher pack.Peer `cbor:"3,keyasint"`
+}
+
+// JoinReplica asks a peer to keep a copy of a join record (a CBOR
+// node/join Record).
+type JoinReplica struct {
+	Record []byte `cbor:"1,keyasint"`
+}
+
+// JoinUpdate tells a join copy a branch result the actor accepted.
+type JoinUpdate struct {
+	Key      string   `cbor:"1,keyasint"`
+	Delivery Delivery `cbor:"2,keyasint"`
+}
+
+// JoinForwarded tells a join copy that the actor named by Epoch and Actor
+// moved the continuation on (join J7: a copy that knows a newer actor
+// answers Superseded).
+type JoinForwarded struct {
+	Key   string `cbor:"1,keyasint"`
+	Epoch int    `cbor:"2,keyasint,omitempty"`
+	Actor string `cbor:"3,keyasint,omitempty"`
+}
+
+// JoinStatus asks a join copy (from a restarted primary, or a later
+// replica) whether it knows the join and acts for it.
+type JoinStatus struct {
+	Key string `cbor:"1,keyasint"`
+}
+
+// JoinHandover makes the receiving replica the acting copy of the join in
+// Record (from a primary draining before a power cut).
+type JoinHandover struct {
+	Key    string `cbor:"1,keyasint"`
+	Record []byte `cbor:"2,keyasint"`
+}
+
+// JoinActor tells the other copies of a join that Holder acts for it now,
+// at Epoch.
+type JoinActor struct {
+	Key    string    `cbor:"1,keyasint"`
+	Holder pack.Peer `cbor:"2,keyasint"`
+	Epoch  int       `cbor:"3,keyasint,omitempty"`
+}
+
+// JoinBranch tells a join copy that Branch is held by Holder at Attempt,
+// started by the actor named by Epoch and Actor.
+type JoinBranch struct {
+	Key     string    `cbor:"1,keyasint"`
+	Branch  int       `cbor:"2,keyasint,omitempty"`
+	Attempt int       `cbor:"3,keyasint,omitempty"`
+	Holder  pack.Peer `cbor:"4,keyasint"`
+	Epoch   int       `cbor:"5,keyasint,omitempty"`
+	Actor   string    `cbor:"6,keyasint,omitempty"`
+}
+
+// OriginReplica asks a peer to keep a copy of a workflow record (a CBOR
+// node/origin Record).
+type OriginReplica struct {
+	Key    string `cbor:"1,keyasint"`
+	Record []byte `cbor:"2,keyasint"`
+}
+
+// OriginDone tells a copy of a workflow record that the workflow ended
+// (the primary telling a replica, or a replica handing back a completion
+// it got while the primary was down).
+type OriginDone struct {
+	Key        string    `cbor:"1,keyasint"`
+	Completion OriginMsg `cbor:"2,keyasint"`
+}
+
+// OriginStatus asks a copy of a workflow record whether the workflow
+// ended (guardians before a re-route, restarted primaries).
+type OriginStatus struct {
+	Key string `cbor:"1,keyasint"`
+}
+
+// Protocol returns ProtoGuardStore.
+func (GuardStore) Protocol() string { return ProtoGuardStore }
+
+// Protocol returns ProtoGuardRelease.
+func (GuardRelease) Protocol() string { return ProtoGuardRelease }
+
+// Protocol returns ProtoGuardStatus.
+func (GuardStatus) Protocol() string { return ProtoGuardStatus }
+
+// Protocol returns ProtoGuardOwner.
+func (GuardOwner) Protocol() string { return ProtoGuardOwner }
+
+// Protocol returns ProtoGuardHandback.
+func (GuardHandback) Protocol() string { return ProtoGuardHandback }
+
+// Protocol returns ProtoHeldSuperseded.
+func (HeldSuperseded) Protocol() string { return ProtoHeldSuperseded }
+
+// Protocol returns ProtoHeldAddWatcher.
+func (HeldAddWatcher) Protocol() string { return ProtoHeldAddWatcher }
+
+// Protocol returns ProtoJoinReplica.
+func (JoinReplica) Protocol() string { return ProtoJoinReplica }
+
+// Protocol returns ProtoJoinUpdate.
+func (JoinUpdate) Protocol() string { return ProtoJoinUpdate }
+
+// Protocol returns ProtoJoinForwarded.
+func (JoinForwarded) Protocol() string { return ProtoJoinForwarded }
+
+// Protocol returns ProtoJoinStatus.
+func (JoinStatus) Protocol() string { return ProtoJoinStatus }
+
+// Protocol returns ProtoJoinHandover.
+func (JoinHandover) Protocol() string { return ProtoJoinHandover }
+
+// Protocol returns ProtoJoinActor.
+func (JoinActor) Protocol() string { return ProtoJoinActor }
+
+// Protocol returns ProtoJoinBranch.
+func (JoinBranch) Protocol() string { return ProtoJoinBranch }
+
+// Protocol returns ProtoOriginReplica.
+func (OriginReplica) Protocol() string { return ProtoOriginReplica }
+
+// Protocol returns ProtoOriginDone.
+func (OriginDone) Protocol() string { return ProtoOriginDone }
+
+// Protocol returns ProtoOriginStatus.
+func (OriginStatus) Protocol() string { return ProtoOriginStatus }
