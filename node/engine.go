@@ -17,6 +17,7 @@ import (
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/held"
+	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/node/service"
@@ -624,6 +625,9 @@ func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg s
 	}
 	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() error {
 		if ack := n.deliverHere(d); !ack.OK {
+			if ack.Refusal == join.RefuseSuperseded {
+				return fmt.Errorf("%s: %w", ack.Error, errSuperseded)
+			}
 			return fmt.Errorf("this peer no longer holds it: %s", ack.Error)
 		}
 		return nil
@@ -640,8 +644,8 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 		var lastErr error
 		for _, h := range holders {
 			if h.ID == n.host.ID().String() {
-				if lastErr = local(); lastErr == nil {
-					return nil
+				if lastErr = local(); lastErr == nil || errors.Is(lastErr, errSuperseded) {
+					return lastErr
 				}
 				continue
 			}
@@ -658,6 +662,10 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 			}
 			if ack.OK {
 				return nil
+			}
+			if ack.Code == api.CodeSuperseded {
+				// This chain was re-routed away from: it ends here.
+				return fmt.Errorf("%s refused: %s: %w", rpc.ShortID(id), ack.Error, errSuperseded)
 			}
 			lastErr = fmt.Errorf("%s refused: %s", rpc.ShortID(id), ack.Error)
 		}

@@ -625,6 +625,9 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 			Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC(),
 		})
 	case api.GuardRelease:
+		if m.Probe {
+			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true})
+		}
 		return n.releaseGuard(m.Key, m.Attempt)
 	case api.GuardStatus:
 		r := n.guards.view(m.Key).Status()

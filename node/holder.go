@@ -311,17 +311,23 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 		return false
 	}
 	next := f.Pack
+	var err error
 	switch {
 	case f.Failed:
-		if err := n.finishBranch(ctx, next, false, f.Error); err != nil {
-			return false
-		}
+		err = n.finishBranch(ctx, next, false, f.Error)
 	case len(next.Workflow.Steps) == 0:
-		if err := n.finishBranch(ctx, next, true, ""); err != nil {
-			return false
-		}
+		err = n.finishBranch(ctx, next, true, "")
 	default:
 		n.dispatch(ctx, next)
+	}
+	if errors.Is(err, errSuperseded) {
+		// The join or the origin refused it: a guardian re-routed this
+		// step, so this holder is superseded even if its notice was lost.
+		n.stepHeldBackground(s, held.Superseded{Attempt: next.Attempt + 1})
+		return false
+	}
+	if err != nil {
+		return false
 	}
 	if ctx.Err() != nil {
 		return false // superseded (or stopping) while handing on

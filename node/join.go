@@ -336,8 +336,11 @@ func (n *Node) handleDeliver(_ context.Context, _ peer.ID, req []byte) []byte {
 		return rpc.AckBytes("", "")
 	}
 	code := api.CodeInternal
-	if ack.Refusal == join.RefuseMoved {
+	switch ack.Refusal {
+	case join.RefuseMoved:
 		code = api.CodeDraining
+	case join.RefuseSuperseded:
+		code = api.CodeSuperseded
 	}
 	return rpc.AckBytes(code, ack.Error)
 }
@@ -347,6 +350,12 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 	c := n.joins.get(d.JoinID)
 	if c == nil {
 		return join.Ack{Refusal: join.RefuseMoved, Error: fmt.Sprintf("peer %s holds no join %s", rpc.ShortID(n.host.ID()), d.JoinID)}
+	}
+	// A branch end of a chain a guardian re-routed away from is refused
+	// before it is recorded (I1); the re-routed chain delivers its own.
+	if err := n.probeSettle(n.ctx, d.Settle); err != nil {
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: d.WorkflowID, Join: d.JoinID, Branch: d.Branch, Reason: "branch end of a superseded chain refused"})
+		return join.Ack{Refusal: join.RefuseSuperseded, Error: fmt.Sprintf("workflow %s: the end of branch %d comes from a chain a guardian re-routed; refused at peer %s", d.WorkflowID, d.Branch, rpc.ShortID(n.host.ID()))}
 	}
 	ack := n.stepJoin(c, fromDelivery(d))
 	if ack.OK {

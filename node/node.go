@@ -24,10 +24,14 @@
 //     a release that loses is answered "superseded" and the successor
 //     refuses the pack, which stops the superseded chain at its next hop.
 //     Branch ends and completions are settled by the join and the origin
-//     the same way, splits by the join (join J5), and a guardian asks the
+//     the same way, splits by the join (join J5): a join or an origin first
+//     probes the release (node/guard G6) and refuses, before recording it,
+//     a branch end or completion whose last step a guardian re-routed
+//     (probeSettle), then records it, then releases. A guardian asks the
 //     origin before it re-routes and never re-runs work of a workflow that
-//     has ended (workflowEnded). Tests: testnet scenarios sender-after-ack,
-//     consecutive, executor (executions_duplicated == 0).
+//     has ended (workflowEnded). Tests: TestSupersededChainCompletionRefused,
+//     TestSameAttemptHandedTwiceRunsOnce; testnet scenarios
+//     sender-after-ack, consecutive, executor (executions_duplicated == 0).
 //   - I2 — a once=true step executes at most once, ever: a guardian whose
 //     holder vanished fails the workflow instead of re-running it
 //     (reroute), and by I1 no superseded chain reaches it again. Test:

@@ -341,7 +341,11 @@ func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
 		return rpc.AckBytes(api.CodeBadPack, "bad origin message: "+err.Error())
 	}
 	if err := n.completeHere(msg); err != nil {
-		return rpc.AckBytes(api.CodeInternal, fmt.Sprintf("peer %s: %v", rpc.ShortID(n.host.ID()), err))
+		code := api.CodeInternal
+		if errors.Is(err, errSuperseded) {
+			code = api.CodeSuperseded
+		}
+		return rpc.AckBytes(code, fmt.Sprintf("peer %s: %v", rpc.ShortID(n.host.ID()), err))
 	}
 	return rpc.AckBytes("", "")
 }
@@ -369,6 +373,12 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 		}
 		_, err := n.stepOrigin(msg.WorkflowID, origin.Progress{Entry: *msg.Event})
 		return err
+	}
+	// A completion of a chain a guardian re-routed away from is refused
+	// before it is recorded (I1); the re-routed chain completes instead.
+	if err := n.probeSettle(n.ctx, msg.Settle); err != nil {
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: msg.WorkflowID, Reason: "completion of a superseded chain refused"})
+		return fmt.Errorf("workflow %s: the completion comes from a chain a guardian re-routed: %w", msg.WorkflowID, err)
 	}
 	rd, err := n.stepOrigin(msg.WorkflowID, origin.Completed{Msg: msg, At: time.Now().UTC()})
 	if err != nil {

@@ -71,6 +71,39 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 	return ctx.Err()
 }
 
+// probeSettle asks the guardians named by the release items whether a
+// release would be answered superseded (node/guard G6), without releasing
+// anything, and returns errSuperseded if one says so. A join or an origin
+// asks before it records a branch end or a completion, so that a
+// superseded chain's is refused (I1), and releases the guardians (settle)
+// only once it has recorded it: released guardians must never be left
+// with nothing recorded. A peer that does not answer counts as not
+// superseded (the settle after the record asks again).
+func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
+	var superseded atomic.Bool
+	var wg sync.WaitGroup
+	for _, it := range items {
+		if it.Kind != pack.SettleGuard {
+			continue
+		}
+		msg := api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
+		for _, to := range it.Peers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if rep := n.guardCall(ctx, to, msg, settleCallTimeout); rep.Superseded {
+					superseded.Store(true)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if superseded.Load() {
+		return errSuperseded
+	}
+	return nil
+}
+
 // settleMsg is the guard operation that settles it.
 func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardRequest {
 	switch it.Kind {

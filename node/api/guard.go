@@ -49,10 +49,14 @@ type GuardStore struct {
 }
 
 // GuardRelease tells a guardian the step Key moved on at Attempt: drop the
-// copy (answered Superseded when the guardian re-routed it first).
+// copy (answered Superseded when the guardian re-routed it first). With
+// Probe set nothing is dropped: the answer says what a release would be
+// answered (a join or an origin asks before it records a branch end or a
+// completion).
 type GuardRelease struct {
 	Key     string `cbor:"1,keyasint"`
 	Attempt int    `cbor:"2,keyasint,omitempty"`
+	Probe   bool   `cbor:"3,keyasint,omitempty"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its

@@ -44,6 +44,11 @@
 //     handed on is answered Superseded when it asks for its release.
 //   - G5 (durable before answered): every change to the copy or the
 //     tombstone is in Ready.Persist and the answer comes after it.
+//   - G6 (a probe changes nothing): a Release with Probe set is answered
+//     as the release would be (Superseded or not) and changes nothing, so
+//     a join or an origin can refuse a superseded chain's branch end or
+//     completion before it records it, and still release the guardians
+//     only once it has.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -254,9 +259,13 @@ type Store struct {
 }
 
 // Release: the holder (or its successor) moved the step on at Attempt.
+// Probe asks what a release would be answered without releasing anything
+// (a join or an origin asks before it records a branch end or a
+// completion, so that it can refuse a superseded chain's, G6).
 type Release struct {
 	Attempt int
 	At      time.Time
+	Probe   bool
 }
 
 // MovedOn: the step is known to have moved on at Attempt while Holder held
@@ -476,6 +485,13 @@ func (g *Guard) store(e Store) Ready {
 }
 
 func (g *Guard) release(e Release) Ready {
+	if e.Probe {
+		superseded := (g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting))) ||
+			(g.copy == nil && g.mark != nil && g.mark.Attempt > e.Attempt)
+		r := g.Status()
+		r.Superseded = superseded
+		return Ready{Reply: &r}
+	}
 	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
 		// G1: the step was re-routed (or is being) first.
 		return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Attempt: g.copy.Attempt}}

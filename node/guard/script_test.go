@@ -68,7 +68,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0),
 			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: num(t, a, "attempt", 0), At: clock(t, a)}
+		ev = Release{Attempt: num(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true"}
 	case "moved-on":
 		ev = MovedOn{Holder: a["holder"], Attempt: num(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
