@@ -217,6 +217,7 @@ func (n *Node) process(ctx context.Context, key string, st *heldState) {
 		n.running.Add(1)
 		out, trace, err := n.execute(ctx, p)
 		n.running.Add(-1)
+		n.ev.Emit(stepRunEvent(ctx, p, trace, err))
 		for i := range trace {
 			n.reportEvent(p, trace[i])
 		}
@@ -513,8 +514,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			continue
 		}
+		began := time.Now()
 		if target == n.host.ID() {
 			ack := n.accept(ctx, p.Clone())
+			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
 			if ack.OK {
 				return target, ack.Guardians, nil
 			}
@@ -544,6 +547,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// service, a cancelled workflow, a pack it rejects) is not the
 		// peer's failure; transport errors and internal errors are.
 		done(err == nil && (ack.OK || ack.Code != api.CodeInternal))
+		n.ev.Emit(handoffEvent(p, target, began, err, ack.OK, ack.Code))
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())
