@@ -68,7 +68,7 @@ Examples:
 			&cli.StringFlag{Name: "trusted-keys", Usage: "FILE of Ed25519 public keys (base64 or hex, one per line) whose signed timetables this node accepts; re-read when it changes", TakesFile: true},
 			&cli.StringSliceFlag{Name: "trust", Usage: "Ed25519 public KEY (base64 or hex) whose signed timetables this node accepts (repeatable)"},
 			&cli.StringFlag{Name: "clock", Usage: "timetable clock START@EPOCHxSPEED for testnets (e.g. 2026-11-23T06:00:00+02:00@1763870400x360: timetable time START at real unix EPOCH, SPEED times faster); empty: real time"},
-			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
+			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, step runs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
 			&cli.IntFlag{Name: "replicas", Usage: "how many other peers keep a copy of each join and workflow record (k), in distinct zones where possible", Value: 2},
 			&cli.StringFlag{Name: "routing", Usage: "timetable (choose peers powered for the step and drain before cuts) or heartbeat (ignore the timetable; for comparisons)", Value: "timetable"},
 			swarmKeyFlag("the mesh's pre-shared key FILE (bedwe swarm-key): only hosts holding it can connect; TCP only, QUIC cannot be used with a private network"),
