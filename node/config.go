@@ -118,6 +118,18 @@ type Config struct {
 	// events (package node/events): hand-offs, re-routes, suspicions,
 	// deliveries, completions. Testnets set it; it grows without bound.
 	EventsFile string
+	// HTTP, when set, is a HOST:PORT on which the node serves Prometheus
+	// metrics (/metrics) and, with Pprof, Go's profiler (/debug/pprof/).
+	// It must be a loopback address (127.0.0.1, ::1, localhost) unless
+	// HTTPPublic: neither page asks who is looking. Port 0 picks a free
+	// port (node.json says which). Empty: no listener.
+	HTTP string
+	// HTTPPublic allows HTTP on a non-loopback address, for a mesh whose
+	// boards are scraped over the network (firewall it).
+	HTTPPublic bool
+	// Pprof serves /debug/pprof/ on the HTTP listener. A profile costs CPU
+	// while it is taken and shows the node's memory: off by default.
+	Pprof bool
 	// JoinReplicas is how many peers keep a copy of each join record and
 	// of each workflow record besides its holder (k; default 2), in
 	// distinct zones where possible and never on a peer running a branch

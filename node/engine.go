@@ -431,8 +431,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			continue
 		}
+		began := time.Now()
 		if target == n.host.ID() {
 			ack := n.accept(ctx, p.Clone())
+			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
 			if ack.OK {
 				return target, ack.Guardians, nil
 			}
@@ -462,6 +464,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// service, a cancelled workflow, a pack it rejects) is not the
 		// peer's failure; transport errors and internal errors are.
 		done(err == nil && (ack.OK || ack.Code != api.CodeInternal))
+		n.ev.Emit(handoffEvent(p, target, began, err, ack.OK, ack.Code))
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())

@@ -280,6 +280,7 @@ func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool 
 	n.running.Add(1)
 	out, trace, err := n.execute(ctx, p)
 	n.running.Add(-1)
+	n.ev.Emit(stepRunEvent(ctx, p, trace, err))
 	for i := range trace {
 		n.reportEvent(p, trace[i])
 	}

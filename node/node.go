@@ -91,9 +91,12 @@
 //	timetable.go the load-shedding timetable, the outage view, trusted keys
 //	drain.go     draining before a power cut: hand-over of joins and steps
 //	publish.go   signed timetables on pubsub and the late-joiner pull
+//	metrics.go   Prometheus metrics and pprof on Config.HTTP
 //
-// Reliability events (hand-offs, re-routes, suspicions, deliveries) are
-// appended to Config.EventsFile for testnets (package node/events).
+// Reliability events (hand-offs, re-routes, suspicions, deliveries, step
+// runs) are appended to Config.EventsFile for testnets (package
+// node/events) and counted by the metrics (Config.HTTP) through the same
+// n.ev.Emit.
 //
 // The node never imports the testnet or the CLI.
 package node
@@ -172,8 +175,13 @@ type Node struct {
 	drainKick chan struct{}
 	// sp gossips, serves and fetches signed timetables (publish.go).
 	sp *schedulePub
-	// ev records reliability events (nil: none; see node/events).
+	// ev records reliability events (nil: none; see node/events): to
+	// Config.EventsFile and to metrics.
 	ev *events.Log
+	// metrics is the node's Prometheus registry (nil without Config.HTTP);
+	// httpAddr is where it is served. Both are set once in Run.
+	metrics  *metrics
+	httpAddr string
 
 	// gate is the membership policy and connection gater (node/member);
 	// handoffRate and submitRate are per-peer rate limits. swarmKey and
@@ -197,6 +205,11 @@ func New(cfg Config) (*Node, error) {
 	cfg.fillDefaults()
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("node: a data directory is required (--data)")
+	}
+	if cfg.HTTP != "" {
+		if err := checkHTTPAddr(cfg.HTTP, cfg.HTTPPublic); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: create data directory: %w", err)
@@ -246,7 +259,12 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	defer cancel()
 	n.ctx = ctx
 
-	j, err := journal.Open(filepath.Join(n.cfg.DataDir, "journal.db"))
+	var jopts []journal.Option
+	if n.cfg.HTTP != "" {
+		n.metrics = newMetrics()
+		jopts = append(jopts, journal.WithObserver(n.metrics.observeJournal))
+	}
+	j, err := journal.Open(filepath.Join(n.cfg.DataDir, "journal.db"), jopts...)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -262,8 +280,12 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	}
 	defer n.host.Close()
 
-	if n.cfg.EventsFile != "" {
-		ev, err := events.Open(n.cfg.EventsFile, n.host.ID().String())
+	if n.cfg.EventsFile != "" || n.metrics != nil {
+		var observe func(events.Event)
+		if n.metrics != nil {
+			observe = n.metrics.observe
+		}
+		ev, err := events.New(n.cfg.EventsFile, n.host.ID().String(), observe)
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
@@ -297,6 +319,15 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	if err := n.resume(ctx); err != nil {
 		return fmt.Errorf("node: resume from journal: %w", err)
+	}
+
+	if n.metrics != nil {
+		addr, stop, err := n.serveHTTP()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		n.httpAddr = addr
 	}
 
 	nf := n.nodeFile()
@@ -343,6 +374,7 @@ func (n *Node) nodeFile() api.NodeFile {
 		ClientKey: n.clientKey,
 		ClientID:  n.clientID.String(),
 		Members:   n.members(),
+		HTTP:      n.httpAddr,
 	}
 }
 

@@ -100,6 +100,19 @@ type Node struct {
 	// Record is the invocation record file of the node's own services file
 	// when it differs from the manifest's Record.
 	Record string `json:"record,omitempty"`
+	// HTTP is the node's metrics listener, HOST:PORT (bedwe node --http;
+	// Prometheus text at MetricsURL): a free loopback port the node picked
+	// at its first start, kept across restarts.
+	HTTP string `json:"http,omitempty"`
+}
+
+// MetricsURL is where the node serves its Prometheus metrics ("" before
+// its first start).
+func (nd *Node) MetricsURL() string {
+	if nd.HTTP == "" {
+		return ""
+	}
+	return "http://" + nd.HTTP + "/metrics"
 }
 
 // EventsFile is the name of a node's events file in its data dir: every

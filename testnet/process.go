@@ -20,6 +20,7 @@ type nodeJSON struct {
 	Addrs     []string `json:"addrs"`
 	PID       int      `json:"pid"`
 	PublicKey string   `json:"public_key"`
+	HTTP      string   `json:"http"`
 }
 
 // presenceJSON is the part of DATA/presence.json a testnet reads.
@@ -46,6 +47,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--announce", m.Announce,
 		"--log-level", "info",
 		"--events", nd.Events(),
+		"--http", nd.httpAddr(),
 	}
 	// Flags the manifest may leave empty: passed only when set.
 	for _, f := range []struct{ flag, value string }{
@@ -105,9 +107,21 @@ func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) erro
 		var nj nodeJSON
 		if readJSON(filepath.Join(nd.DataDir, "node.json"), &nj) == nil && nj.PID == nd.PID {
 			nd.PeerID, nd.Addrs, nd.PublicKey = nj.PeerID, nj.Addrs, nj.PublicKey
+			if nj.HTTP != "" {
+				nd.HTTP = nj.HTTP // pinned: a restart listens there again
+			}
 			return nil
 		}
 	}
+}
+
+// httpAddr is the node's --http: the address it got at its first start,
+// or any free loopback port for that start.
+func (nd *Node) httpAddr() string {
+	if nd.HTTP != "" {
+		return nd.HTTP
+	}
+	return "127.0.0.1:0"
 }
 
 func readJSON(path string, v any) error {

@@ -33,6 +33,13 @@ connect; TCP only, QUIC cannot be used with a private network); --trusted-peers
 admits only the listed peer IDs and --clients the listed client IDs (bedwe id prints
 either); the local CLI is always admitted through DATA/client.key.
 
+Metrics: --http 127.0.0.1:PORT serves Prometheus metrics at /metrics (bedwe_* for
+hand-offs, step runs, re-routes, suspicions, takeovers, journal writes, queues, peers
+and breakers; go_*, process_* and libp2p_rcmgr_* besides) and, with --pprof, Go's
+profiler at /debug/pprof/. Neither page asks who is looking, so --http refuses an
+address that is not loopback (127.0.0.1, [::1], localhost) unless --http-public is
+given too; port 0 picks a free port, which node.json names ("http").
+
 Settings: DATA/config.yaml (written by bedwe init) holds any of the flags below by
 name (zone: block-7, listen: [...]); a BEDWE_<FLAG> environment variable (BEDWE_ZONE,
 BEDWE_LOG_LEVEL, ...) overrides the file, and a flag on the command line overrides both.
@@ -43,7 +50,8 @@ Examples:
    bedwe node --data /tmp/n2 --listen /ip4/127.0.0.1/tcp/0 --zone b \
        --services services.yaml --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW...
    bedwe node --data ~/.bedwe --zone block-7 --services services.yaml \
-       --swarm-key ~/.bedwe/swarm.key --trusted-peers ~/.bedwe/trusted-peers --clients ~/.bedwe/clients`,
+       --swarm-key ~/.bedwe/swarm.key --trusted-peers ~/.bedwe/trusted-peers --clients ~/.bedwe/clients
+   bedwe node --data ~/.bedwe --http 127.0.0.1:9464 --pprof   # then: curl 127.0.0.1:9464/metrics`,
 		Flags: []cli.Flag{
 			dataFlag(),
 			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
@@ -60,13 +68,16 @@ Examples:
 			&cli.StringFlag{Name: "trusted-keys", Usage: "FILE of Ed25519 public keys (base64 or hex, one per line) whose signed timetables this node accepts; re-read when it changes", TakesFile: true},
 			&cli.StringSliceFlag{Name: "trust", Usage: "Ed25519 public KEY (base64 or hex) whose signed timetables this node accepts (repeatable)"},
 			&cli.StringFlag{Name: "clock", Usage: "timetable clock START@EPOCHxSPEED for testnets (e.g. 2026-11-23T06:00:00+02:00@1763870400x360: timetable time START at real unix EPOCH, SPEED times faster); empty: real time"},
-			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
+			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, step runs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
 			&cli.IntFlag{Name: "replicas", Usage: "how many other peers keep a copy of each join and workflow record (k), in distinct zones where possible", Value: 2},
 			&cli.StringFlag{Name: "routing", Usage: "timetable (choose peers powered for the step and drain before cuts) or heartbeat (ignore the timetable; for comparisons)", Value: "timetable"},
 			swarmKeyFlag("the mesh's pre-shared key FILE (bedwe swarm-key): only hosts holding it can connect; TCP only, QUIC cannot be used with a private network"),
 			&cli.StringFlag{Name: "trusted-peers", Usage: "FILE of member peer IDs, one per line (# comments); every other peer except listed clients is refused at the transport; re-read when it changes. Without it the mesh is open", EnvVars: []string{"BEDWE_TRUSTED_PEERS"}, TakesFile: true},
 			&cli.StringFlag{Name: "clients", Usage: "FILE of client peer IDs (bedwe id --client-key FILE prints one) allowed to submit, cancel and read results besides members and this node's own CLI; re-read when it changes", EnvVars: []string{"BEDWE_CLIENTS"}, TakesFile: true},
 			clientKeyFlag("key FILE of this node's own CLI, always authorized (created on first start; default DATA/client.key)"),
+			&cli.StringFlag{Name: "http", Usage: "serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free port, named in node.json); a loopback address unless --http-public. Empty: no listener"},
+			&cli.BoolFlag{Name: "http-public", Usage: "allow --http on a non-loopback address: the pages answer anyone who can reach them, so firewall the port"},
+			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the --http listener"},
 		},
 		Action: runNode,
 	})
@@ -144,6 +155,12 @@ func runNode(c *cli.Context) error {
 	cfg.TrustedPeersFile = c.String("trusted-peers")
 	cfg.ClientsFile = c.String("clients")
 	cfg.ClientKeyFile = c.String("client-key")
+	cfg.HTTP = c.String("http")
+	cfg.HTTPPublic = c.Bool("http-public")
+	cfg.Pprof = c.Bool("pprof")
+	if cfg.Pprof && cfg.HTTP == "" {
+		return cli.Exit("--pprof is served on the --http listener: give --http 127.0.0.1:PORT too", 1)
+	}
 	cfg.Logger = logger
 	n, err := node.New(cfg)
 	if err != nil {

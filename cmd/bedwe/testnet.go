@@ -21,7 +21,8 @@ func testnetCommand() *cli.Command {
 		Description: `Starts, inspects and stops a testnet: N real 'bedwe node' processes on loopback,
 each with its own data directory under DIR, zones assigned round-robin, and a services
 file of test builtins (fail*, flaky*, sleep*, and echo for every other name). Every
-client verb takes --testnet DIR to talk to it.
+client verb takes --testnet DIR to talk to it. Each node serves Prometheus metrics on a
+free loopback port (bedwe node --http), kept across restarts; 'testnet status' lists it.
 
 With --schedule, every node gets the timetable (a copy in DIR/schedule.yaml) and the
 testnet's zones are the timetable's; --clock-speed runs a virtual clock shared by all
@@ -125,7 +126,7 @@ Examples:
 			},
 			{
 				Name:  "status",
-				Usage: "list a testnet's nodes and whether they run",
+				Usage: "list a testnet's nodes, whether they run and where their metrics are",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "dir", Usage: "testnet directory", Required: true}, outputFlag()},
 				Action: func(c *cli.Context) error {
 					asJSON, err := jsonOutput(c)
@@ -141,13 +142,17 @@ Examples:
 						return printJSON(rows)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NODE\tPEER\tZONE\tPID\tRUNNING\tADDR")
+					fmt.Fprintln(tw, "NODE\tPEER\tZONE\tPID\tRUNNING\tHTTP\tADDR")
 					for _, r := range rows {
 						addr := ""
 						if len(r.Addrs) > 0 {
 							addr = r.Addrs[0]
 						}
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%v\t%s\n", r.Index, short(r.PeerID), r.Zone, r.PID, r.Running, addr)
+						web := r.HTTP
+						if web == "" {
+							web = "-"
+						}
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%v\t%s\t%s\n", r.Index, short(r.PeerID), r.Zone, r.PID, r.Running, web, addr)
 					}
 					return tw.Flush()
 				},

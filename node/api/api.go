@@ -209,6 +209,9 @@ type NodeFile struct {
 	// Members says whether the node admits only listed peers ("trusted
 	// peers") or everyone ("open").
 	Members string `json:"members,omitempty"`
+	// HTTP is the HOST:PORT of the node's metrics listener (bedwe node
+	// --http; /metrics, and /debug/pprof/ with --pprof); empty: none.
+	HTTP string `json:"http,omitempty"`
 }
 
 // PresenceFile is written by a running node to DATA/presence.json whenever

@@ -12,6 +12,10 @@
 //
 // The file grows without bound: it is meant for testnets and for short
 // investigations, not for a board left running for months.
+//
+// A Log may also pass every event to an observer (New), which is how the
+// node's Prometheus metrics (bedwe node --http) count what happened: the
+// events are the one place both the file and the metrics are fed from.
 package events
 
 import (
@@ -57,6 +61,24 @@ const (
 	// Workflow; After is the last step of the chain that ended it, Stale a
 	// completion that arrived after the first.
 	Completed = "completed"
+	// StepRun: this node ran Step at Attempt (all its tries); Outcome is
+	// OutcomeOK, OutcomeFailed or OutcomeCancelled, Seconds the time from
+	// the first try's start to the last one's end.
+	StepRun = "step-run"
+	// Handoff: this node offered the pack of Step at Attempt to To (itself
+	// included) and heard Outcome: OutcomeOK (acknowledged),
+	// OutcomeRefused (To answered no; Reason has its code) or OutcomeError
+	// (no answer: transport or protocol error); Seconds is the round trip.
+	Handoff = "hand-off"
+)
+
+// Outcomes of StepRun and Handoff events.
+const (
+	OutcomeOK        = "ok"
+	OutcomeFailed    = "failed"
+	OutcomeCancelled = "cancelled"
+	OutcomeRefused   = "refused"
+	OutcomeError     = "error"
 )
 
 // Event is one line of the events file. Fields that do not apply to a type
@@ -76,29 +98,44 @@ type Event struct {
 	Branch   int       `json:"branch,omitempty"`
 	Stale    bool      `json:"stale,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
+	Seconds  float64   `json:"seconds,omitempty"`
 }
 
-// Log appends events to a file. A nil *Log discards them, so the node calls
-// Emit unconditionally.
+// Log appends events to a file and passes them to an observer. A nil *Log
+// discards them, so the node calls Emit unconditionally.
 type Log struct {
 	node string
-	mu   sync.Mutex
-	f    *os.File
+	// observe, when set, sees every event before it is written; it is
+	// called from the emitting goroutine and must be safe for concurrent
+	// use and quick (it runs on the node's hot paths).
+	observe func(Event)
+	mu      sync.Mutex // guards f's writes and Close
+	f       *os.File   // nil: no file
 }
 
 // Open opens (creating it if needed) the events file at path for
 // appending; node is this peer's ID, stamped on every event.
-func Open(path, node string) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("events file: %w", err)
+func Open(path, node string) (*Log, error) { return New(path, node, nil) }
+
+// New returns a Log that passes every event to observe (when not nil) and,
+// when path is not empty, appends it to the file at path (created if
+// needed); node is this peer's ID, stamped on every event.
+func New(path, node string, observe func(Event)) (*Log, error) {
+	l := &Log{node: node, observe: observe}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("events file: %w", err)
+		}
+		l.f = f
 	}
-	return &Log{node: node, f: f}, nil
+	return l, nil
 }
 
-// Emit appends e, stamped with the time and this node, as one line. Write
-// errors are dropped: the events are a record for tests, never a reason to
-// stop the node.
+// Emit passes e, stamped with the time and this node, to the observer and
+// appends it to the file as one line. Write errors are dropped: the events
+// are a record for tests and metrics, never a reason to stop the node.
 func (l *Log) Emit(e Event) {
 	if l == nil {
 		return
@@ -107,6 +144,12 @@ func (l *Log) Emit(e Event) {
 		e.At = time.Now().UTC()
 	}
 	e.Node = l.node
+	if l.observe != nil {
+		l.observe(e)
+	}
+	if l.f == nil {
+		return
+	}
 	line, err := json.Marshal(e)
 	if err != nil {
 		return
@@ -117,9 +160,9 @@ func (l *Log) Emit(e Event) {
 	_, _ = l.f.Write(line)
 }
 
-// Close closes the file.
+// Close closes the file (if any).
 func (l *Log) Close() error {
-	if l == nil {
+	if l == nil || l.f == nil {
 		return nil
 	}
 	l.mu.Lock()

@@ -81,3 +81,45 @@ func TestReadSkipsTornLastLine(t *testing.T) {
 		t.Fatal("a bad middle line was not reported")
 	}
 }
+
+// TestObserverSeesEveryEvent: a Log made by New passes each event, stamped,
+// to its observer, with or without a file, and writes the same events.
+func TestObserverSeesEveryEvent(t *testing.T) {
+	var mu sync.Mutex
+	var seen []Event
+	observe := func(e Event) {
+		mu.Lock()
+		seen = append(seen, e)
+		mu.Unlock()
+	}
+	noFile, err := New("", "peerA", observe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noFile.Emit(Event{Type: StepRun, Step: "1", Outcome: OutcomeOK, Seconds: 0.25})
+	if err := noFile.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	withFile, err := New(path, "peerB", observe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFile.Emit(Event{Type: Handoff, Step: "2", To: "peerC", Outcome: OutcomeRefused, Reason: "draining"})
+	if err := withFile.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[0].Node != "peerA" || seen[0].At.IsZero() || seen[1].Node != "peerB" || seen[1].Outcome != OutcomeRefused {
+		t.Fatalf("observer saw %+v", seen)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Type != Handoff || got[0].Outcome != OutcomeRefused || got[0].To != "peerC" {
+		t.Fatalf("file holds %+v, want the one hand-off event", got)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}

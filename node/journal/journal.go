@@ -86,6 +86,9 @@ var (
 type Journal struct {
 	db   *bolt.DB
 	path string
+	// observe, when set, is told how long each write (Update, Batch, and
+	// so Put and Delete) took, commit and fsync included (WithObserver).
+	observe func(op string, d time.Duration)
 }
 
 // Option configures Open.
@@ -94,6 +97,23 @@ type Option func(*config)
 type config struct {
 	lockTimeout time.Duration
 	noSync      bool
+	observe     func(op string, d time.Duration)
+}
+
+// Write operations an observer is told about (WithObserver).
+const (
+	// OpUpdate is an Update (Put and Delete are Updates).
+	OpUpdate = "update"
+	// OpBatch is a Batch call, whose commit may be shared.
+	OpBatch = "batch"
+)
+
+// WithObserver has fn told the duration of every write call, commit and
+// fsync included, failed ones too: op is OpUpdate or OpBatch. fn runs on
+// the writer's goroutine after the write returned and must be quick and
+// safe for concurrent use (the node feeds a Prometheus histogram).
+func WithObserver(fn func(op string, d time.Duration)) Option {
+	return func(c *config) { c.observe = fn }
 }
 
 // WithLockTimeout sets how long Open waits for the file lock (default
@@ -138,7 +158,7 @@ func Open(path string, opts ...Option) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{db: db, path: path}
+	j := &Journal{db: db, path: path, observe: cfg.observe}
 	if err := j.init(); err != nil {
 		db.Close()
 		return nil, err
@@ -281,10 +301,18 @@ func (j *Journal) Count(bucket string) (n int, err error) {
 // commits atomically and is fsynced before Update returns; if fn returns an
 // error or panics, nothing changes (and the panic goes on up).
 func (j *Journal) Update(fn func(tx *Tx) error) error {
+	defer j.timed(OpUpdate, time.Now())
 	if err := j.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
 	return nil
+}
+
+// timed tells the observer, if any, how long op took since start.
+func (j *Journal) timed(op string, start time.Time) {
+	if j.observe != nil {
+		j.observe(op, time.Since(start))
+	}
 }
 
 // View runs fn in a read-only transaction over a consistent snapshot. The
@@ -303,6 +331,7 @@ func (j *Journal) View(fn func(tx *Tx) error) error {
 // not depend on side effects outside the transaction. Batch returns once
 // the shared commit is on disk.
 func (j *Journal) Batch(fn func(tx *Tx) error) error {
+	defer j.timed(OpBatch, time.Now())
 	if err := j.db.Batch(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}

@@ -482,3 +482,41 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatal("Put after Close succeeded")
 	}
 }
+
+// TestObserverTimesWrites: WithObserver is told of every write (Put,
+// Delete, Update, Batch, a failed one too) and of no read.
+func TestObserverTimesWrites(t *testing.T) {
+	var mu sync.Mutex
+	ops := map[string]int{}
+	j, _ := openTemp(t, WithObserver(func(op string, d time.Duration) {
+		if d < 0 {
+			t.Errorf("negative duration %s", d)
+		}
+		mu.Lock()
+		ops[op]++
+		mu.Unlock()
+	}))
+	if err := j.Put(BucketMeta, "a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Delete(BucketMeta, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Update(func(tx *Tx) error { return errors.New("no") }); err == nil {
+		t.Fatal("Update returned no error")
+	}
+	if err := j.Batch(func(tx *Tx) error { return tx.Put(BucketMeta, "b", nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := j.Get(BucketMeta, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Count(BucketMeta); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ops[OpUpdate] != 3 || ops[OpBatch] != 1 || len(ops) != 2 {
+		t.Fatalf("observed %v, want 3 updates and 1 batch", ops)
+	}
+}
