@@ -97,6 +97,13 @@ type Config struct {
 	// RestartGrace is how long a restarted peer waits before suspecting the
 	// holders it guards: after a blackout every board needs time to boot.
 	RestartGrace time.Duration
+	// Retention is how long a finished workflow's record (result, trace)
+	// and its finished join records are kept; after it the workflow record
+	// shrinks to a tombstone (it ended, and how) kept 4 × Retention more,
+	// so a guardian that asks much later still hears that it ended. Longer
+	// keeps results readable longer; shorter bounds the journal (see
+	// docs/deploy.md). Zero: 7 days.
+	Retention time.Duration
 	// ScheduleFile is a bedwe-schedule/1 timetable to start with (the
 	// operator put it there, so it is trusted without a signature). A newer
 	// one persisted from pubsub (DATA/schedule.signed.json) wins over it.
@@ -186,6 +193,7 @@ func DefaultConfig() Config {
 		FirstBeatTimeout:   10 * time.Second,
 		SuspectMemory:      time.Minute,
 		RestartGrace:       60 * time.Second,
+		Retention:          7 * 24 * time.Hour,
 	}
 }
 
@@ -225,6 +233,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.NoPeerWait <= 0 {
 		c.NoPeerWait = d.NoPeerWait
+	}
+	if c.Retention <= 0 {
+		c.Retention = d.Retention
 	}
 	if c.JoinReplicas <= 0 {
 		c.JoinReplicas = 2

@@ -35,6 +35,9 @@ type joinCopy struct {
 	// cur is the committed machine. A machine is never changed once
 	// stored (stepJoin steps a clone), so readers load it without a lock.
 	cur atomic.Pointer[join.Join]
+	// pruned is set (under mu) once the copy was deleted by the retention:
+	// nothing steps it again.
+	pruned bool
 }
 
 func newJoinCopy(m *join.Join) *joinCopy {
@@ -67,6 +70,15 @@ func (t *joinTable) add(id string, c *joinCopy) (*joinCopy, bool) {
 	}
 	t.byID[id] = c
 	return c, true
+}
+
+// remove drops id's copy if it is still c.
+func (t *joinTable) remove(id string, c *joinCopy) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[id] == c {
+		delete(t.byID, id)
+	}
 }
 
 // all returns every copy (a snapshot).
@@ -114,6 +126,10 @@ func (n *Node) saveJoin(rec join.Record) error {
 func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 	self := n.self()
 	c.mu.Lock()
+	if c.pruned {
+		c.mu.Unlock()
+		return join.Ack{Refusal: join.RefuseMoved, Error: fmt.Sprintf("peer %s deleted join %s after the retention period", rpc.ShortID(n.host.ID()), c.cur.Load().ID())}
+	}
 	prevActor := c.cur.Load().Actor()
 	next := c.cur.Load().Clone()
 	rd := next.Step(ev, self)

@@ -122,7 +122,6 @@ import (
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
-	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/service"
@@ -247,7 +246,7 @@ func New(cfg Config) (*Node, error) {
 		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
 	}
-	n.origins = newOriginTable(n.saveWorkflow)
+	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
 	return n, nil
 }
 
@@ -264,7 +263,15 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		n.metrics = newMetrics()
 		jopts = append(jopts, journal.WithObserver(n.metrics.observeJournal))
 	}
-	j, err := journal.Open(filepath.Join(n.cfg.DataDir, "journal.db"), jopts...)
+	jpath := filepath.Join(n.cfg.DataDir, "journal.db")
+	switch res, err := journal.CompactIfSparse(jpath); {
+	case err != nil:
+		// Not fatal: the journal opens as it is (Open reports damage).
+		n.log.Warn("journal not compacted", "err", err)
+	case res.Compacted:
+		n.log.Info("journal compacted", "before_bytes", res.Before, "after_bytes", res.After, "free", fmt.Sprintf("%.0f%%", 100*res.Free))
+	}
+	j, err := journal.Open(jpath, jopts...)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -394,23 +401,4 @@ func (n *Node) spawn(fn func(ctx context.Context)) {
 		defer n.wg.Done()
 		fn(n.ctx)
 	}()
-}
-
-// pruneLoop forgets old tombstones.
-func (n *Node) pruneLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		before := time.Now().Add(-cancelMemory)
-		for _, g := range n.guards.all() {
-			if g.Copy() == nil && g.Mark() != nil && g.Mark().At.Before(before) {
-				n.stepGuardLogged(g.Key(), guard.Prune{Before: before})
-			}
-		}
-	}
 }

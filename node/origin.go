@@ -61,12 +61,14 @@ type originSlot struct {
 type originTable struct {
 	mu   sync.Mutex // guards byID (the map only)
 	byID map[string]*originSlot
-	// persist writes a record to the journal (a seam for tests).
+	// persist writes a record to the journal, forget deletes one (seams
+	// for tests).
 	persist func(origin.Record) error
+	forget  func(id string) error
 }
 
-func newOriginTable(persist func(origin.Record) error) *originTable {
-	return &originTable{byID: map[string]*originSlot{}, persist: persist}
+func newOriginTable(persist func(origin.Record) error, forget func(id string) error) *originTable {
+	return &originTable{byID: map[string]*originSlot{}, persist: persist, forget: forget}
 }
 
 // slot returns id's slot, creating one with no record.
@@ -141,6 +143,12 @@ func (t *originTable) step(id string, ev origin.Event) (origin.Ready, error) {
 		}
 		m := s.cur.Load().Clone()
 		rd := m.Step(ev)
+		if rd.Delete {
+			if err := t.forget(id); err != nil {
+				s.mu.Unlock()
+				return origin.Ready{}, fmt.Errorf("journal: delete workflow %s: %w", id, err)
+			}
+		}
 		if rd.Persist != nil {
 			if err := t.persist(*rd.Persist); err != nil {
 				if !s.cur.Load().Exists() {
@@ -161,9 +169,91 @@ func (t *originTable) step(id string, ev origin.Event) (origin.Ready, error) {
 	}
 }
 
+// stepMany steps every record of ids with ev (an event that only
+// persists, such as origin.Prune) and writes what they say in one journal
+// transaction (write); each slot's lock is held from its step to the
+// commit (slots are locked in ID order; every other stepper holds one at a
+// time), and a failed write changes nothing. It returns how many records
+// were written and how many deleted.
+func (t *originTable) stepMany(ids []string, ev origin.Event, write func(puts []origin.Record, dels []string) error) (written, deleted int, err error) {
+	sort.Strings(ids)
+	type item struct {
+		id string
+		s  *originSlot
+		m  *origin.Workflow
+	}
+	var items []item
+	var puts []origin.Record
+	var dels []string
+	for _, id := range ids {
+		t.mu.Lock()
+		s, ok := t.byID[id]
+		t.mu.Unlock()
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		if s.dead {
+			s.mu.Unlock()
+			continue
+		}
+		m := s.cur.Load().Clone()
+		rd := m.Step(ev)
+		switch {
+		case rd.Delete:
+			dels = append(dels, id)
+		case rd.Persist != nil:
+			puts = append(puts, *rd.Persist)
+		default:
+			s.mu.Unlock()
+			continue
+		}
+		items = append(items, item{id, s, m})
+	}
+	if len(items) > 0 {
+		err = write(puts, dels)
+	}
+	for _, it := range items {
+		if err == nil {
+			it.s.cur.Store(it.m)
+			if !it.m.Exists() {
+				it.s.dead = true
+				t.remove(it.id, it.s)
+			}
+		}
+		it.s.mu.Unlock()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(puts), len(dels), nil
+}
+
+// writeWorkflows writes and deletes workflow records in one transaction.
+func (n *Node) writeWorkflows(puts []origin.Record, dels []string) error {
+	return n.journal.Update(func(tx *journal.Tx) error {
+		for i := range puts {
+			if err := tx.Put(journal.BucketWorkflows, puts[i].Status.ID, rpc.MustCBOR(&puts[i])); err != nil {
+				return err
+			}
+		}
+		for _, id := range dels {
+			if err := tx.Delete(journal.BucketWorkflows, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // saveWorkflow writes a workflow record to the journal.
 func (n *Node) saveWorkflow(rec origin.Record) error {
 	return n.journal.Put(journal.BucketWorkflows, rec.Status.ID, rpc.MustCBOR(&rec))
+}
+
+// deleteWorkflow deletes a workflow record from the journal.
+func (n *Node) deleteWorkflow(id string) error {
+	return n.journal.Delete(journal.BucketWorkflows, id)
 }
 
 // stepOrigin steps id's record with ev and starts what follows the write

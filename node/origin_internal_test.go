@@ -36,6 +36,16 @@ func (j *flakyJournal) persist(rec origin.Record) error {
 	return nil
 }
 
+func (j *flakyJournal) forget(id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken {
+		return errors.New("disk full")
+	}
+	delete(j.written, id)
+	return nil
+}
+
 func (j *flakyJournal) set(broken bool) {
 	j.mu.Lock()
 	j.broken = broken
@@ -62,7 +72,7 @@ func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
 	n := &Node{
 		host:            h,
 		log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		origins:         newOriginTable(j.persist),
+		origins:         newOriginTable(j.persist, j.forget),
 		activityChanged: make(chan struct{}, 1),
 		ctx:             ctx,
 	}

@@ -70,6 +70,7 @@ Examples:
 			&cli.StringFlag{Name: "clock", Usage: "timetable clock START@EPOCHxSPEED for testnets (e.g. 2026-11-23T06:00:00+02:00@1763870400x360: timetable time START at real unix EPOCH, SPEED times faster); empty: real time"},
 			&cli.StringFlag{Name: "events", Usage: "append the node's reliability events (hand-offs, step runs, re-routes, suspicions, deliveries) to FILE as JSON lines, for testnets and investigations; grows without bound", TakesFile: true},
 			&cli.IntFlag{Name: "replicas", Usage: "how many other peers keep a copy of each join and workflow record (k), in distinct zones where possible", Value: 2},
+			&cli.DurationFlag{Name: "retention", Usage: "how long finished workflows keep their result and trace (and finished joins their records) in the journal; then a workflow shrinks to a tombstone (state only) kept four times as long. At least 1m", Value: 7 * 24 * time.Hour},
 			&cli.StringFlag{Name: "routing", Usage: "timetable (choose peers powered for the step and drain before cuts) or heartbeat (ignore the timetable; for comparisons)", Value: "timetable"},
 			swarmKeyFlag("the mesh's pre-shared key FILE (bedwe swarm-key): only hosts holding it can connect; TCP only, QUIC cannot be used with a private network"),
 			&cli.StringFlag{Name: "trusted-peers", Usage: "FILE of member peer IDs, one per line (# comments); every other peer except listed clients is refused at the transport; re-read when it changes. Without it the mesh is open", EnvVars: []string{"BEDWE_TRUSTED_PEERS"}, TakesFile: true},
@@ -150,6 +151,11 @@ func runNode(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--replicas %d: use 1 to 5", k), 1)
 	} else {
 		cfg.JoinReplicas = k
+	}
+	if r := c.Duration("retention"); r < time.Minute {
+		return cli.Exit(fmt.Sprintf("--retention %s: use at least 1m (e.g. 168h for a week)", r), 1)
+	} else {
+		cfg.Retention = r
 	}
 	cfg.SwarmKeyFile = c.String("swarm-key")
 	cfg.TrustedPeersFile = c.String("trusted-peers")

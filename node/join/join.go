@@ -318,6 +318,21 @@ func (j *Join) Role() Role { return j.rec.Role }
 // Phase is the pattern's phase.
 func (j *Join) Phase() Phase { return j.rec.Phase }
 
+// Prunable reports whether this copy may be deleted under a retention
+// cut-off: it was created before it, and either the pattern moved on or
+// was abandoned, or (a passive copy that never heard the end) the
+// workflow ended. An open copy of a running workflow is never pruned.
+func (j *Join) Prunable(before time.Time, workflowEnded bool) bool {
+	if !j.rec.Created.Before(before) {
+		return false
+	}
+	switch j.rec.Phase {
+	case PhaseForwarded, PhaseAbandoned:
+		return true
+	}
+	return workflowEnded
+}
+
 // Acting reports whether this copy decides and forwards.
 func (j *Join) Acting() bool { return j.rec.Role == RolePrimary || j.rec.Role == RoleActing }
 

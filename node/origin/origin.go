@@ -43,6 +43,13 @@
 //     nothing, a cancel of an ended workflow does not change its state, and
 //     a guardian asking whether the workflow ended ([Workflow.Ended]) is
 //     told so with the completion.
+//   - O5 (retention, bounded): a record that ended before the retention
+//     cut-off ([Prune].Before) becomes a tombstone — state, error and
+//     times kept, source, result and trace dropped — so a guardian asking
+//     still hears that the workflow ended (O4) while the journal stops
+//     growing with history; a tombstone that ended before the tombstone
+//     cut-off ([Prune].Forget) is deleted. A running record, or a replica
+//     that still owes the primary its completion (O3), is never pruned.
 //
 // These serve I1 of package node (at most one live chain; no guardian
 // re-runs work of a finished workflow): guardians ask an origin before
@@ -147,6 +154,10 @@ type Record struct {
 	// HandBack (replicas) is set while the completion this copy got from
 	// the chain has not been acknowledged by the primary (O3).
 	HandBack bool `cbor:"6,keyasint,omitempty"`
+	// Pruned marks a tombstone: an ended record whose source, result,
+	// trace and recent attempts were dropped after the retention period
+	// (O5); it still says the workflow ended, and how.
+	Pruned bool `cbor:"7,keyasint,omitempty"`
 }
 
 func (r Record) clone() Record {
@@ -291,6 +302,9 @@ type Emit struct {
 type Ready struct {
 	// Persist is the record to write before anything else (nil: none).
 	Persist *Record
+	// Delete: delete the record instead (a tombstone past its time, O5);
+	// the copy no longer exists.
+	Delete bool
 	// Settle are the items the completion's last holder listed: settle
 	// them before answering (pack.Settle).
 	Settle []pack.Settle
@@ -364,6 +378,12 @@ type SyncAnswer struct {
 	At   time.Time
 }
 
+// Prune applies the retention (O5): an ended record that finished before
+// Before becomes a tombstone; a tombstone that finished before Forget is
+// deleted.
+type Prune struct{ Before, Forget time.Time }
+
+func (Prune) isEvent()                 {}
 func (Submitted) isEvent()             {}
 func (ReplicaStored) isEvent()         {}
 func (Progress) isEvent()              {}
@@ -498,6 +518,8 @@ func (w *Workflow) Step(ev Event) Ready {
 		st := w.Status(true)
 		rd.Reply = &Reply{Status: &st}
 		return rd
+	case Prune:
+		return w.prune(e)
 	case SyncAnswer:
 		if !w.Exists() || w.Role() != RolePrimary || e.Msg == nil || !e.Msg.Done || !w.Running() {
 			return Ready{}
@@ -508,6 +530,28 @@ func (w *Workflow) Step(ev Event) Ready {
 	}
 	panic(fmt.Sprintf("origin: unknown event %T", ev))
 }
+
+func (w *Workflow) prune(e Prune) Ready {
+	st := &w.rec.Status
+	if !w.Exists() || w.Running() || w.rec.HandBack || st.Finished.IsZero() {
+		return Ready{}
+	}
+	switch {
+	case w.rec.Pruned && st.Finished.Before(e.Forget):
+		w.rec = Record{}
+		return Ready{Delete: true}
+	case !w.rec.Pruned && st.Finished.Before(e.Before):
+		w.rec.Pruned = true
+		w.rec.Source = ""
+		st.Result, st.Trace, st.Recent, st.Origins = nil, nil, nil, nil
+		return Ready{Persist: w.persist()}
+	}
+	return Ready{}
+}
+
+// Pruned reports whether the record is a tombstone (O5): the result and
+// trace were dropped after the retention period.
+func (w *Workflow) Pruned() bool { return w.rec.Pruned }
 
 func (w *Workflow) persist() *Record {
 	r := w.rec.clone()

@@ -126,6 +126,8 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 			msg = &m
 		}
 		ev = SyncAnswer{From: a["from"], Msg: msg, At: clock(t, a)}
+	case "prune":
+		ev = Prune{Before: clock(t, map[string]string{"min": a["before"]}), Forget: clock(t, map[string]string{"min": a["forget"]})}
 	case "new":
 		r.w, r.saved = New("wf"), nil
 		return []string{state(r.w)}
@@ -155,6 +157,9 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 	rd := w.Step(ev)
 	if rd.Persist != nil {
 		r.saved = rd.Persist
+	}
+	if rd.Delete {
+		r.saved = nil
 	}
 	return []string{ready(rd), state(w)}
 }
@@ -221,6 +226,9 @@ func ready(r Ready) string {
 	if r.Persist != nil {
 		parts = append(parts, "persist")
 	}
+	if r.Delete {
+		parts = append(parts, "delete")
+	}
 	for _, s := range r.Settle {
 		parts = append(parts, fmt.Sprintf("settle(%s@%d at %s)", s.Key, s.Attempt, ids(s.Peers)))
 	}
@@ -273,6 +281,9 @@ func state(w *Workflow) string {
 	}
 	if rec.HandBack {
 		s += " hand-back"
+	}
+	if rec.Pruned {
+		s += " pruned"
 	}
 	return s
 }

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/bedwe/bedwe/node/guard"
+	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/origin"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// Retention, in one paragraph: history does not grow without bound. Every
+// minute, guard release tombstones older than cancelMemory are forgotten
+// (node/guard Prune); workflow records that ended before Config.Retention
+// shrink to tombstones (node/origin O5: state, error and times only), and
+// tombstones older than four retention periods are deleted; join copies
+// created before the retention whose pattern moved on (or whose workflow
+// ended, for a passive copy that never heard it) are deleted. Running work
+// is never touched. bbolt does not shrink its file by itself: the journal
+// is compacted when the node starts (journal.CompactIfSparse).
+
+// pruneChunk is how many workflow records one retention transaction
+// writes.
+const pruneChunk = 512
+
+// tombstoneRetentions is how many retention periods a workflow's tombstone
+// outlives the end of the workflow.
+const tombstoneRetentions = 4
+
+// pruneLoop applies the retention every minute.
+func (n *Node) pruneLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.prune(ctx, time.Now().UTC())
+	}
+}
+
+// pruneCounts says what one pass of the retention removed.
+type pruneCounts struct {
+	guardMarks, workflowsShrunk, workflowsDeleted, joins int
+}
+
+// prune applies the retention as of now.
+func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
+	var pc pruneCounts
+	before := now.Add(-cancelMemory)
+	for _, g := range n.guards.all() {
+		if g.Copy() == nil && g.Mark() != nil && g.Mark().At.Before(before) {
+			n.stepGuardLogged(g.Key(), guard.Prune{Before: before})
+			pc.guardMarks++
+		}
+	}
+	cut := origin.Prune{Before: now.Add(-n.cfg.Retention), Forget: now.Add(-tombstoneRetentions * n.cfg.Retention)}
+	var ended []string
+	for _, w := range n.origins.all() {
+		if !w.Running() {
+			ended = append(ended, w.ID())
+		}
+	}
+	// One journal transaction (one sync) per chunk of records, not one per
+	// record: the first pass after an upgrade may shrink a week of them.
+	for lo := 0; lo < len(ended); lo += pruneChunk {
+		written, deleted, err := n.origins.stepMany(ended[lo:min(lo+pruneChunk, len(ended))], cut, n.writeWorkflows)
+		if err != nil {
+			n.log.Error("retention: workflow records", "err", err)
+			break
+		}
+		pc.workflowsShrunk += written
+		pc.workflowsDeleted += deleted
+	}
+	for _, c := range n.joins.all() {
+		m := c.cur.Load()
+		switch {
+		case m.Prunable(cut.Before, false):
+		case m.Prunable(cut.Before, true) && n.workflowEnded(ctx, &pack.Pack{WorkflowID: m.WorkflowID(), Origin: m.Record().Origin}):
+		default:
+			continue
+		}
+		if n.pruneJoin(c) {
+			pc.joins++
+		}
+	}
+	if pc != (pruneCounts{}) {
+		n.log.Info("retention", "guard_tombstones", pc.guardMarks, "workflows_shrunk", pc.workflowsShrunk,
+			"workflow_tombstones_deleted", pc.workflowsDeleted, "joins_deleted", pc.joins)
+		n.touchActivity()
+	}
+	return pc
+}
+
+// pruneJoin deletes a join copy the retention allows to go, under the
+// copy's lock so that no step writes it back.
+func (n *Node) pruneJoin(c *joinCopy) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pruned {
+		return false
+	}
+	m := c.cur.Load()
+	if err := n.journal.Delete(journal.BucketJoins, m.ID()); err != nil {
+		n.log.Error("retention: delete join", "join", m.ID(), "err", err)
+		return false
+	}
+	c.pruned = true
+	n.joins.remove(m.ID(), c)
+	if a, ok := m.Watching(); ok {
+		n.unwatchIfIdle(a.ID)
+	}
+	return true
+}
