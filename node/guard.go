@@ -47,23 +47,17 @@ type guardSlot struct {
 }
 
 // guardTable is every step key this peer guards or remembers released.
-type guardTable struct {
-	mu    sync.Mutex // guards byKey (the map only)
-	byKey map[string]*guardSlot
-}
+type guardTable struct{ t table[*guardSlot] }
 
-func newGuardTable() *guardTable { return &guardTable{byKey: map[string]*guardSlot{}} }
+func newGuardTable() *guardTable { return &guardTable{t: newTable[*guardSlot]()} }
 
 // slot returns key's slot, creating an empty one.
 func (t *guardTable) slot(key string) *guardSlot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.byKey[key]
-	if !ok {
-		s = &guardSlot{}
+	s, _ := t.t.getOrAdd(key, func() *guardSlot {
+		s := &guardSlot{}
 		s.cur.Store(guard.New(key))
-		t.byKey[key] = s
-	}
+		return s
+	})
 	return s
 }
 
@@ -71,26 +65,17 @@ func (t *guardTable) slot(key string) *guardSlot {
 func (t *guardTable) put(g *guard.Guard) {
 	s := &guardSlot{}
 	s.cur.Store(g)
-	t.mu.Lock()
-	t.byKey[g.Key()] = s
-	t.mu.Unlock()
+	t.t.set(g.Key(), s)
 }
 
 // remove drops s from the table if it is still key's slot.
-func (t *guardTable) remove(key string, s *guardSlot) {
-	t.mu.Lock()
-	if t.byKey[key] == s {
-		delete(t.byKey, key)
-	}
-	t.mu.Unlock()
-}
+func (t *guardTable) remove(key string, s *guardSlot) { t.t.removeIf(key, s) }
 
 // all returns the committed machine of every key (a snapshot).
 func (t *guardTable) all() []*guard.Guard {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*guard.Guard, 0, len(t.byKey))
-	for _, s := range t.byKey {
+	slots := t.t.values()
+	out := make([]*guard.Guard, 0, len(slots))
+	for _, s := range slots {
 		out = append(out, s.cur.Load())
 	}
 	return out
@@ -98,9 +83,7 @@ func (t *guardTable) all() []*guard.Guard {
 
 // view returns key's committed machine (an empty one when unknown).
 func (t *guardTable) view(key string) *guard.Guard {
-	t.mu.Lock()
-	s, ok := t.byKey[key]
-	t.mu.Unlock()
+	s, ok := t.t.get(key)
 	if !ok {
 		return guard.New(key)
 	}

@@ -53,46 +53,25 @@ func (s *heldSlot) recruitedAt() time.Time {
 }
 
 // heldTable is every piece of work this peer holds, by journal key.
-type heldTable struct {
-	mu    sync.Mutex // guards byKey (the map only)
-	byKey map[string]*heldSlot
-}
+type heldTable struct{ t table[*heldSlot] }
 
-func newHeldTable() *heldTable { return &heldTable{byKey: map[string]*heldSlot{}} }
+func newHeldTable() *heldTable { return &heldTable{t: newTable[*heldSlot]()} }
 
 // add stores a slot for m under key unless one is there; it returns the
 // slot kept and whether it is new.
 func (t *heldTable) add(key string, m *held.Holder) (*heldSlot, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s, ok := t.byKey[key]; ok {
-		return s, false
-	}
-	now := time.Now()
-	s := &heldSlot{since: now, recruited: now}
-	s.cur.Store(m)
-	t.byKey[key] = s
-	return s, true
+	return t.t.getOrAdd(key, func() *heldSlot {
+		now := time.Now()
+		s := &heldSlot{since: now, recruited: now}
+		s.cur.Store(m)
+		return s
+	})
 }
 
-func (t *heldTable) remove(key string, s *heldSlot) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byKey[key] == s {
-		delete(t.byKey, key)
-	}
-}
+func (t *heldTable) remove(key string, s *heldSlot) { t.t.removeIf(key, s) }
 
 // all returns every slot (a snapshot).
-func (t *heldTable) all() []*heldSlot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*heldSlot, 0, len(t.byKey))
-	for _, s := range t.byKey {
-		out = append(out, s)
-	}
-	return out
-}
+func (t *heldTable) all() []*heldSlot { return t.t.values() }
 
 // find returns the slot of the step gkey at attempt (nil if none).
 func (t *heldTable) find(gkey string, attempt int) *heldSlot {

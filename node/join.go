@@ -47,50 +47,26 @@ func newJoinCopy(m *join.Join) *joinCopy {
 }
 
 // joinTable is every join copy this peer holds, by join ID.
-type joinTable struct {
-	mu   sync.Mutex // guards byID (the map only)
-	byID map[string]*joinCopy
-}
+type joinTable struct{ t table[*joinCopy] }
 
-func newJoinTable() *joinTable { return &joinTable{byID: map[string]*joinCopy{}} }
+func newJoinTable() *joinTable { return &joinTable{t: newTable[*joinCopy]()} }
 
 func (t *joinTable) get(id string) *joinCopy {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.byID[id]
+	c, _ := t.t.get(id)
+	return c
 }
 
 // add stores c unless a copy of the same join is there; it returns the copy
 // kept.
 func (t *joinTable) add(id string, c *joinCopy) (*joinCopy, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old, ok := t.byID[id]; ok {
-		return old, false
-	}
-	t.byID[id] = c
-	return c, true
+	return t.t.getOrAdd(id, func() *joinCopy { return c })
 }
 
 // remove drops id's copy if it is still c.
-func (t *joinTable) remove(id string, c *joinCopy) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byID[id] == c {
-		delete(t.byID, id)
-	}
-}
+func (t *joinTable) remove(id string, c *joinCopy) { t.t.removeIf(id, c) }
 
 // all returns every copy (a snapshot).
-func (t *joinTable) all() []*joinCopy {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*joinCopy, 0, len(t.byID))
-	for _, c := range t.byID {
-		out = append(out, c)
-	}
-	return out
-}
+func (t *joinTable) all() []*joinCopy { return t.t.values() }
 
 // view runs fn with c's committed machine (reads only; no lock).
 func (c *joinCopy) view(fn func(m *join.Join)) { fn(c.cur.Load()) }

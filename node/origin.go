@@ -59,8 +59,7 @@ type originSlot struct {
 // originTable is every workflow record this peer holds (as primary origin
 // or replica), by workflow ID.
 type originTable struct {
-	mu   sync.Mutex // guards byID (the map only)
-	byID map[string]*originSlot
+	t table[*originSlot]
 	// persist writes a record to the journal, forget deletes one (seams
 	// for tests).
 	persist func(origin.Record) error
@@ -68,19 +67,16 @@ type originTable struct {
 }
 
 func newOriginTable(persist func(origin.Record) error, forget func(id string) error) *originTable {
-	return &originTable{byID: map[string]*originSlot{}, persist: persist, forget: forget}
+	return &originTable{t: newTable[*originSlot](), persist: persist, forget: forget}
 }
 
 // slot returns id's slot, creating one with no record.
 func (t *originTable) slot(id string) *originSlot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.byID[id]
-	if !ok {
-		s = &originSlot{}
+	s, _ := t.t.getOrAdd(id, func() *originSlot {
+		s := &originSlot{}
 		s.cur.Store(origin.New(id))
-		t.byID[id] = s
-	}
+		return s
+	})
 	return s
 }
 
@@ -88,26 +84,16 @@ func (t *originTable) slot(id string) *originSlot {
 func (t *originTable) put(w *origin.Workflow) {
 	s := &originSlot{}
 	s.cur.Store(w)
-	t.mu.Lock()
-	t.byID[w.ID()] = s
-	t.mu.Unlock()
+	t.t.set(w.ID(), s)
 }
 
 // remove drops s from the table if it is still id's slot.
-func (t *originTable) remove(id string, s *originSlot) {
-	t.mu.Lock()
-	if t.byID[id] == s {
-		delete(t.byID, id)
-	}
-	t.mu.Unlock()
-}
+func (t *originTable) remove(id string, s *originSlot) { t.t.removeIf(id, s) }
 
 // view returns id's committed machine, or nil when this peer holds no
 // record of it.
 func (t *originTable) view(id string) *origin.Workflow {
-	t.mu.Lock()
-	s, ok := t.byID[id]
-	t.mu.Unlock()
+	s, ok := t.t.get(id)
 	if !ok {
 		return nil
 	}
@@ -119,10 +105,9 @@ func (t *originTable) view(id string) *origin.Workflow {
 
 // all returns the committed machine of every record (a snapshot).
 func (t *originTable) all() []*origin.Workflow {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*origin.Workflow, 0, len(t.byID))
-	for _, s := range t.byID {
+	slots := t.t.values()
+	out := make([]*origin.Workflow, 0, len(slots))
+	for _, s := range slots {
 		if w := s.cur.Load(); w.Exists() {
 			out = append(out, w)
 		}
@@ -186,9 +171,7 @@ func (t *originTable) stepMany(ids []string, ev origin.Event, write func(puts []
 	var puts []origin.Record
 	var dels []string
 	for _, id := range ids {
-		t.mu.Lock()
-		s, ok := t.byID[id]
-		t.mu.Unlock()
+		s, ok := t.t.get(id)
 		if !ok {
 			continue
 		}

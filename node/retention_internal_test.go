@@ -25,29 +25,9 @@ func TestRetentionShrinksThenDeletes(t *testing.T) {
 	if err := os.WriteFile(svc, []byte("version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := TestnetConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.ServicesFile = svc
-	cfg.Network = "retention-" + filepath.Base(dir)
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Retention = 24 * time.Hour
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, func(api.NodeFile) { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("node stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not start")
-	}
+	n, stop, _ := runInternalNode(t, dir, svc)
+	t.Cleanup(stop)
+	ctx := context.Background()
 
 	st, err := n.Submit("wf", "S1 FORK(S2, S3) SYNC S4", nil)
 	if err != nil {
@@ -104,4 +84,38 @@ func TestRetentionShrinksThenDeletes(t *testing.T) {
 	if n.origins.view(st.ID) != nil || count(journal.BucketWorkflows) != 0 {
 		t.Errorf("tombstone left: table %v, journal %d", n.origins.view(st.ID) != nil, count(journal.BucketWorkflows))
 	}
+}
+
+// runInternalNode runs a loopback test node (TestnetConfig, retention 24 h,
+// a discarded log) on DATA under dir in this process, and returns it once
+// it listens, a stop function, and how long the start took (journal
+// compaction and resume included).
+func runInternalNode(t *testing.T, dir, services string) (*Node, func(), time.Duration) {
+	t.Helper()
+	cfg := TestnetConfig()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.ServicesFile = services
+	cfg.Network = "internal-" + filepath.Base(dir)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Retention = 24 * time.Hour
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- n.Run(ctx, func(api.NodeFile) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("node stopped at start: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("node did not start within 60s")
+	}
+	return n, func() { cancel(); <-done }, time.Since(began)
 }

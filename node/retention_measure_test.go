@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -74,29 +72,7 @@ func TestMeasureRetention(t *testing.T) {
 	one := rec(0)
 	t.Logf("%d finished workflow records, %d bytes each: journal %.1f MiB", total, len(rpc.MustCBOR(&one)), float64(size())/(1<<20))
 
-	start := func() (*Node, func(), time.Duration) {
-		cfg := TestnetConfig()
-		cfg.DataDir = filepath.Join(dir, "data")
-		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-		cfg.Network = "measure-" + filepath.Base(dir)
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		cfg.Retention = 24 * time.Hour
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan struct{})
-		done := make(chan error, 1)
-		began := time.Now()
-		go func() { done <- n.Run(ctx, func(api.NodeFile) { close(ready) }) }()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("node stopped: %v", err)
-		}
-		return n, func() { cancel(); <-done }, time.Since(began)
-	}
+	start := func() (*Node, func(), time.Duration) { return runInternalNode(t, dir, "") }
 	n, stop, took := start()
 	t.Logf("restart with every record: %s (records loaded: %d)", took.Round(time.Millisecond), len(n.origins.all()))
 	began := time.Now()

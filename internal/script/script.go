@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bedwe/bedwe/pack"
 )
 
 // Block is one command of a script and what it is expected to print.
@@ -108,4 +111,31 @@ func Args(fields []string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// Int reads the whole number argument k of args (def when absent),
+// failing the test when it is not one.
+func Int(t testing.TB, args map[string]string, k string, def int) int {
+	t.Helper()
+	v, ok := args[k]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, v, err)
+	}
+	return n
+}
+
+// Peers reads a comma-separated list of peer IDs (nil when empty).
+func Peers(v string) []pack.Peer {
+	if v == "" {
+		return nil
+	}
+	var out []pack.Peer
+	for _, id := range strings.Split(v, ",") {
+		out = append(out, pack.Peer{ID: id})
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package guard
 import (
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,32 +24,9 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-func num(t *testing.T, m map[string]string, k string, def int) int {
-	v, ok := m[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", k, v, err)
-	}
-	return n
-}
-
-func peers(v string) []pack.Peer {
-	if v == "" {
-		return nil
-	}
-	var out []pack.Peer
-	for _, id := range strings.Split(v, ",") {
-		out = append(out, pack.Peer{ID: id})
-	}
-	return out
-}
-
 // clock: minute m of the script's day.
 func clock(t *testing.T, a map[string]string) time.Time {
-	return time.Date(2026, 11, 23, 10, num(t, a, "min", 0), 0, 0, time.UTC)
+	return time.Date(2026, 11, 23, 10, script.Int(t, a, "min", 0), 0, 0, time.UTC)
 }
 
 // apply runs one command and renders what the machine said and its state.
@@ -65,38 +41,38 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		if a["role"] == "backup" {
 			role = RoleBackup
 		}
-		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0),
-			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
+		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0),
+			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: script.Peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: num(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true"}
+		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true"}
 	case "moved-on":
-		ev = MovedOn{Holder: a["holder"], Attempt: num(t, a, "attempt", 0), At: clock(t, a)}
+		ev = MovedOn{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
 		ev = Silent{Holder: a["holder"], Why: "silent"}
 	case "handback":
-		ev = Handback{From: a["from"], Attempt: num(t, a, "attempt", 0), Why: "cut"}
+		ev = Handback{From: a["from"], Attempt: script.Int(t, a, "attempt", 0), Why: "cut"}
 	case "primary-answer":
-		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "holder-attempt", 0)}
-		ev = PrimaryAnswer{Silent: a["silent"], Attempt: num(t, a, "attempt", 0), Reached: a["reached"] != "false", Reply: r, At: clock(t, a)}
+		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "holder-attempt", 0)}
+		ev = PrimaryAnswer{Silent: a["silent"], Attempt: script.Int(t, a, "attempt", 0), Reached: a["reached"] != "false", Reply: r, At: clock(t, a)}
 	case "claim":
-		ev = Claim{Holder: a["holder"], Attempt: num(t, a, "attempt", 0)}
+		ev = Claim{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "claim-dispatch":
-		ev = ClaimDispatch{Holder: a["holder"], Attempt: num(t, a, "attempt", 0), At: clock(t, a)}
+		ev = ClaimDispatch{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "rerouted":
 		ev = Rerouted{Target: pack.Peer{ID: a["target"]}, Local: a["local"] == "true", Pack: []byte("pack@" + a["attempt"]),
-			Attempt: num(t, a, "attempt", 0), Backups: peers(a["backups"]), At: clock(t, a)}
+			Attempt: script.Int(t, a, "attempt", 0), Backups: script.Peers(a["backups"]), At: clock(t, a)}
 	case "give-up":
 		ev = GiveUp{Supersede: a["supersede"] == "true", At: clock(t, a)}
 	case "aborted":
 		ev = Aborted{}
 	case "backup-added":
-		ev = BackupAdded{Peer: pack.Peer{ID: a["peer"]}, Attempt: num(t, a, "attempt", 0)}
+		ev = BackupAdded{Peer: pack.Peer{ID: a["peer"]}, Attempt: script.Int(t, a, "attempt", 0)}
 	case "prune":
 		ev = Prune{Before: clock(t, a)}
 	case "status":
 		return []string{"reply: " + reply(g.Status()), state(g)}
 	case "owner":
-		return []string{"reply: " + reply(g.Owner(a["from"], num(t, a, "attempt", 0))), state(g)}
+		return []string{"reply: " + reply(g.Owner(a["from"], script.Int(t, a, "attempt", 0))), state(g)}
 	case "restart":
 		*gp = Restore(g.Key(), g.Copy(), g.Mark())
 		return []string{state(*gp)}

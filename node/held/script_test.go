@@ -3,7 +3,6 @@ package held
 import (
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -25,29 +24,6 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-func num(t *testing.T, m map[string]string, k string, def int) int {
-	v, ok := m[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", k, v, err)
-	}
-	return n
-}
-
-func peers(v string) []pack.Peer {
-	if v == "" {
-		return nil
-	}
-	var out []pack.Peer
-	for _, id := range strings.Split(v, ",") {
-		out = append(out, pack.Peer{ID: id})
-	}
-	return out
-}
-
 // record is a held pack of the two-step workflow "a b" at attempt; its
 // sender is the first guardian.
 func record(t *testing.T, a map[string]string) Record {
@@ -56,10 +32,10 @@ func record(t *testing.T, a map[string]string) Record {
 		t.Fatal(err)
 	}
 	grammar.AssignPaths(w)
-	p := &pack.Pack{WorkflowID: "wf", Workflow: w, Attempt: num(t, a, "attempt", 0), Sender: pack.Peer{ID: a["sender"]}}
-	rec := Record{Pack: p, Key: "wf|0|0", GuardKey: "wf|0", Guardians: peers(a["guardians"]), DispatchOnly: a["dispatch-only"] == "true"}
+	p := &pack.Pack{WorkflowID: "wf", Workflow: w, Attempt: script.Int(t, a, "attempt", 0), Sender: pack.Peer{ID: a["sender"]}}
+	rec := Record{Pack: p, Key: "wf|0|0", GuardKey: "wf|0", Guardians: script.Peers(a["guardians"]), DispatchOnly: a["dispatch-only"] == "true"}
 	if a["sender"] != "" && a["sender"] != "self" {
-		rec.Guardians = append(peers(a["sender"]), rec.Guardians...)
+		rec.Guardians = append(script.Peers(a["sender"]), rec.Guardians...)
 	}
 	return rec
 }
@@ -78,7 +54,7 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 		*hp = Restore("self", rec)
 		return []string{state(*hp)}
 	case "backups":
-		ev = BackupsRecruited{Peers: peers(a["peers"])}
+		ev = BackupsRecruited{Peers: script.Peers(a["peers"])}
 	case "settled":
 		res := map[string]SettleResult{"ok": SettleOK, "superseded": SettleSuperseded, "interrupted": SettleInterrupted}[a["result"]]
 		ev = Settled{Result: res, Err: "context canceled"}
@@ -98,9 +74,9 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 	case "released":
 		ev = Released{}
 	case "superseded":
-		ev = Superseded{Attempt: num(t, a, "attempt", 0)}
+		ev = Superseded{Attempt: script.Int(t, a, "attempt", 0)}
 	case "offer":
-		ev = OfferWatcher{Peer: pack.Peer{ID: a["peer"]}, Attempt: num(t, a, "attempt", 0)}
+		ev = OfferWatcher{Peer: pack.Peer{ID: a["peer"]}, Attempt: script.Int(t, a, "attempt", 0)}
 	case "guardians-lost":
 		ev = GuardiansLost{}
 	default:

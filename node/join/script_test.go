@@ -26,18 +26,6 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-func num(t *testing.T, m map[string]string, k string, def int) int {
-	v, ok := m[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", k, v, err)
-	}
-	return n
-}
-
 func peerArg(v string) *pack.Peer {
 	if v == "" || v == "none" {
 		return nil
@@ -53,10 +41,10 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	a := script.Args(fields[1:])
 	if fields[0] == "new" {
 		rec := Record{ID: "j1", WorkflowID: "wf", Kind: kinds[a["kind"]]}
-		for range num(t, a, "branches", 2) {
+		for range script.Int(t, a, "branches", 2) {
 			rec.Branches = append(rec.Branches, &Body{Text: "S"})
 		}
-		for i := range num(t, a, "replicas", 2) {
+		for i := range script.Int(t, a, "replicas", 2) {
 			rec.Replicas = append(rec.Replicas, pack.Peer{ID: "r" + strconv.Itoa(i)})
 		}
 		if a["split"] != "none" {
@@ -64,7 +52,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		}
 		if a["role"] == "replica" {
 			primary := New(rec, pack.Peer{ID: "p"})
-			*jp = FromReplicaCopy(primary.ReplicaCopy(num(t, a, "rank", 0)))
+			*jp = FromReplicaCopy(primary.ReplicaCopy(script.Int(t, a, "rank", 0)))
 		} else {
 			*jp = New(rec, self)
 		}
@@ -74,7 +62,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	var ev Event
 	switch fields[0] {
 	case "deliver", "update":
-		d := Deliver{Branch: num(t, a, "branch", 0), Attempt: num(t, a, "attempt", 0), OK: a["ok"] != "false"}
+		d := Deliver{Branch: script.Int(t, a, "branch", 0), Attempt: script.Int(t, a, "attempt", 0), OK: a["ok"] != "false"}
 		if !d.OK {
 			d.Error = "boom"
 		}
@@ -90,7 +78,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		ev = ForwardDone{}
 	case "actor-forwarded":
 		tok := j.Token()
-		tok.Epoch = num(t, a, "epoch", tok.Epoch)
+		tok.Epoch = script.Int(t, a, "epoch", tok.Epoch)
 		if v, ok := a["actor"]; ok {
 			tok.Actor = v
 		}
@@ -106,15 +94,15 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		ev = Recovered{TakenBy: peerArg(a["taken"])}
 	case "branch-started":
 		tok := j.Token()
-		tok.Epoch = num(t, a, "epoch", tok.Epoch)
+		tok.Epoch = script.Int(t, a, "epoch", tok.Epoch)
 		if v, ok := a["actor"]; ok {
 			tok.Actor = v
 		}
-		ev = BranchStarted{Branch: num(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: num(t, a, "attempt", 0), Token: tok}
+		ev = BranchStarted{Branch: script.Int(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0), Token: tok}
 	case "split-settled":
 		ev = SplitSettled{Superseded: a["superseded"] == "true"}
 	case "new-actor":
-		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}, Epoch: num(t, a, "epoch", j.Token().Epoch+1)}
+		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}, Epoch: script.Int(t, a, "epoch", j.Token().Epoch+1)}
 	case "restart":
 		*jp = Load(j.Record())
 		return []string{ready((*jp).Resume()), state(*jp)}

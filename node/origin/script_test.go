@@ -35,32 +35,9 @@ type run struct {
 	saved *Record
 }
 
-func num(t *testing.T, m map[string]string, k string, def int) int {
-	v, ok := m[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", k, v, err)
-	}
-	return n
-}
-
-func peers(v string) []pack.Peer {
-	if v == "" {
-		return nil
-	}
-	var out []pack.Peer
-	for _, id := range strings.Split(v, ",") {
-		out = append(out, pack.Peer{ID: id})
-	}
-	return out
-}
-
 // clock: minute m of the script's day.
 func clock(t *testing.T, a map[string]string) time.Time {
-	return time.Date(2026, 11, 23, 10, num(t, a, "min", 0), 0, 0, time.UTC)
+	return time.Date(2026, 11, 23, 10, script.Int(t, a, "min", 0), 0, 0, time.UTC)
 }
 
 // completion builds a completion from trace=1,2 (steps that ran, each
@@ -81,7 +58,7 @@ func completion(a map[string]string) api.OriginMsg {
 		}
 	}
 	if a["settle"] != "" {
-		m.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf|last", Attempt: 0, Peers: peers(a["settle"])}}
+		m.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf|last", Attempt: 0, Peers: script.Peers(a["settle"])}}
 	}
 	return m
 }
@@ -94,8 +71,8 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 	var ev Event
 	switch fields[0] {
 	case "submit":
-		ev = Submitted{Source: "S1 S2 S3", StepsTotal: num(t, a, "steps", 3), Origin: "self", Origins: []string{"/self"},
-			Replicas: peers(a["replicas"]), At: clock(t, a)}
+		ev = Submitted{Source: "S1 S2 S3", StepsTotal: script.Int(t, a, "steps", 3), Origin: "self", Origins: []string{"/self"},
+			Replicas: script.Peers(a["replicas"]), At: clock(t, a)}
 	case "replica-stored":
 		rec := Record{Status: api.Status{ID: a["id"], State: api.StateRunning, StepsTotal: 3, Origin: a["primary"]},
 			Source: "S1 S2 S3", Primary: pack.Peer{ID: a["primary"]}}
