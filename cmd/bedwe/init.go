@@ -18,6 +18,7 @@ import (
 
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/schedule"
 )
@@ -36,15 +37,23 @@ bootstrap peers and services file (every other node flag listed, commented, at i
 default) and DATA/services.yaml, a commented template (kept if it exists). Then
 bedwe node --data DATA needs no other flag.
 
+For a private mesh it also takes the mesh's membership files: --swarm-key (the
+pre-shared key made once by bedwe swarm-key), --trusted-peers (the members' peer IDs)
+and --clients (client IDs allowed to submit); each is checked, copied into DATA (the
+key with mode 0600) and named in config.yaml. It creates DATA/client.key, the key of
+this board's own CLI, and prints its ID too (for other boards' clients files, so this
+board's bedwe submit --wait is answered by them).
+
 It prints what a neighbour needs: this node's addresses with its peer ID (for their
---join, or bootstrap: in their config.yaml) and its public key (for their --trust or
-trusted-keys file, to accept timetables this node signs; as bedwe schedule key prints
-it). An existing config.yaml is not replaced without --force.
+--join, or bootstrap: in their config.yaml, and their trusted-peers file) and its public
+key (for their --trust or trusted-keys file, to accept timetables this node signs; as
+bedwe schedule key prints it). An existing config.yaml is not replaced without --force.
 
 Examples:
    bedwe init --data /var/lib/bedwe --zone block-7
    bedwe init --data ~/.bedwe --zone block-9 --join /ip4/192.168.1.7/tcp/4001/p2p/12D3KooW...
-   bedwe init --data /tmp/n1 --zone a --listen /ip4/127.0.0.1/tcp/4101 -o json`,
+   bedwe init --data /tmp/n1 --zone a --listen /ip4/127.0.0.1/tcp/4101 -o json
+   bedwe init --data /var/lib/bedwe --zone block-7 --swarm-key swarm.key --trusted-peers trusted-peers --clients clients`,
 		Flags: []cli.Flag{
 			dataFlag(),
 			&cli.StringFlag{Name: "zone", Usage: "load-shedding zone this board is in (required)", EnvVars: []string{"BEDWE_ZONE"}},
@@ -52,6 +61,9 @@ Examples:
 			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
 			&cli.StringFlag{Name: "network", Usage: "mesh name to write (peers only see peers of the same network); default: the node's"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing config.yaml (the identity and services.yaml are kept)"},
+			&cli.StringFlag{Name: "swarm-key", Usage: "the mesh's pre-shared key FILE (bedwe swarm-key): copied to DATA/swarm.key (mode 0600) and named in config.yaml", TakesFile: true},
+			&cli.StringFlag{Name: "trusted-peers", Usage: "FILE of the mesh's member peer IDs: copied to DATA/trusted-peers and named in config.yaml", TakesFile: true},
+			&cli.StringFlag{Name: "clients", Usage: "FILE of client peer IDs allowed to submit: copied to DATA/clients and named in config.yaml", TakesFile: true},
 			outputFlag(),
 		},
 		Action: runInit,
@@ -70,6 +82,13 @@ type initReport struct {
 	Addrs           []string `json:"addrs"`
 	PublicKey       string   `json:"public_key"`
 	Fingerprint     string   `json:"fingerprint"`
+	// ClientID is the peer ID of this board's own CLI (DATA/client.key).
+	ClientID string `json:"client_id"`
+	// SwarmKey, TrustedPeers and Clients are the membership files copied
+	// into DATA (empty: not given).
+	SwarmKey     string `json:"swarm_key,omitempty"`
+	TrustedPeers string `json:"trusted_peers,omitempty"`
+	Clients      string `json:"clients,omitempty"`
 }
 
 func runInit(c *cli.Context) error {
@@ -105,14 +124,70 @@ func runInit(c *cli.Context) error {
 	if _, err := os.Stat(cfgPath); err == nil && !c.Bool("force") {
 		return cli.Exit(fmt.Sprintf("%s exists: bedwe init does not replace it (--force does; the identity and services.yaml are kept)", cfgPath), 1)
 	}
+	// Membership files are checked before anything is written.
+	type memberFile struct {
+		flag, name string
+		mode       os.FileMode
+		check      func(string) error
+		data       []byte
+	}
+	members := []*memberFile{
+		{flag: "swarm-key", name: "swarm.key", mode: 0o600, check: func(p string) error { _, err := member.ReadSwarmKey(p); return err }},
+		{flag: "trusted-peers", name: "trusted-peers", mode: 0o644, check: func(p string) error { _, err := member.ReadPeerList(p); return err }},
+		{flag: "clients", name: "clients", mode: 0o644, check: func(p string) error { _, err := member.ReadPeerList(p); return err }},
+	}
+	for _, m := range members {
+		src := c.String(m.flag)
+		if src == "" {
+			continue
+		}
+		if err := m.check(src); err != nil {
+			return cli.Exit(fmt.Sprintf("--%s: %v", m.flag, err), 1)
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--%s: %v", m.flag, err), 1)
+		}
+		m.data = data
+	}
 	pub, id, created, err := node.InitIdentity(dir)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	clientKey, err := member.LoadOrCreateKey(filepath.Join(dir, "client.key"))
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("client key: %v", err), 1)
+	}
+	clientID, err := member.KeyID(clientKey)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("client key: %v", err), 1)
+	}
+	settings := initSettings{data: dir, peerID: id, zone: zone, listen: c.StringSlice("listen"), bootstrap: c.StringSlice("join"), network: c.String("network")}
+	for _, m := range members {
+		if m.data == nil {
+			continue
+		}
+		dst := filepath.Join(dir, m.name)
+		if err := atomicfile.Write(dst, m.data, m.mode); err != nil {
+			return cli.Exit(fmt.Sprintf("--%s: %v", m.flag, err), 1)
+		}
+		settings.members = append(settings.members, [2]string{m.flag, dst})
 	}
 	rep := initReport{
 		Data: dir, PeerID: id, Zone: zone, Config: cfgPath,
 		Services: filepath.Join(dir, servicesTemplateFile), IdentityCreated: created,
 		PublicKey: schedule.FormatPublicKey(pub), Fingerprint: schedule.Fingerprint(pub),
+		ClientID: clientID.String(),
+	}
+	for _, m := range settings.members {
+		switch m[0] {
+		case "swarm-key":
+			rep.SwarmKey = m[1]
+		case "trusted-peers":
+			rep.TrustedPeers = m[1]
+		case "clients":
+			rep.Clients = m[1]
+		}
 	}
 	switch _, err := os.Stat(rep.Services); {
 	case errors.Is(err, fs.ErrNotExist):
@@ -126,10 +201,8 @@ func runInit(c *cli.Context) error {
 	case err != nil:
 		return cli.Exit(fmt.Sprintf("services file: %v", err), 1)
 	}
-	cfg := nodeConfigText(initSettings{
-		data: dir, peerID: id, zone: zone, listen: c.StringSlice("listen"), bootstrap: c.StringSlice("join"),
-		services: rep.Services, network: c.String("network"),
-	}, nodeCommand().Flags)
+	settings.services = rep.Services
+	cfg := nodeConfigText(settings, nodeCommand().Flags)
 	// What init writes, bedwe node must read.
 	if _, err := parseNodeConfig(cfgPath, cfg, nodeCommand().Flags); err != nil {
 		return cli.Exit(fmt.Sprintf("bedwe init wrote an invalid config (a bug): %v", err), 1)
@@ -150,6 +223,11 @@ func printInit(w io.Writer, rep initReport) {
 	fmt.Fprintf(w, "  identity  %s (%s)\n", filepath.Join(rep.Data, "identity.key"), map[bool]string{true: "created", false: "kept"}[rep.IdentityCreated])
 	fmt.Fprintf(w, "  config    %s\n", rep.Config)
 	fmt.Fprintf(w, "  services  %s (%s)\n", rep.Services, map[bool]string{true: "template: edit it", false: "kept"}[rep.ServicesWritten])
+	for _, f := range [][2]string{{"swarm key", rep.SwarmKey}, {"members", rep.TrustedPeers}, {"clients", rep.Clients}} {
+		if f[1] != "" {
+			fmt.Fprintf(w, "  %-9s %s (copied)\n", f[0], f[1])
+		}
+	}
 	fmt.Fprintln(w, "\nfor a neighbour's bedwe init --join (or bootstrap: in its config.yaml):")
 	if len(rep.Addrs) == 0 {
 		fmt.Fprintln(w, "  (no address found: use this board's IP address and port, ending in /p2p/"+rep.PeerID+")")
@@ -159,6 +237,9 @@ func printInit(w io.Writer, rep initReport) {
 	}
 	fmt.Fprintf(w, "for a neighbour's --trust (or trusted-keys file), to accept timetables this node signs (%s):\n", rep.Fingerprint)
 	fmt.Fprintln(w, "  "+rep.PublicKey)
+	fmt.Fprintf(w, "for the mesh's trusted-peers file: %s\n", rep.PeerID)
+	fmt.Fprintf(w, "for other boards' clients file (this board's own CLI, %s): %s\n", filepath.Join(rep.Data, "client.key"), rep.ClientID)
+
 	fmt.Fprintf(w, "\nstart it: bedwe node --data %s\n", rep.Data)
 }
 
@@ -206,6 +287,8 @@ func neighbourAddrs(listen []ma.Multiaddr, id string) []string {
 type initSettings struct {
 	data, peerID, zone, services, network string
 	listen, bootstrap                     []string
+	// members are membership settings (flag name, file in DATA).
+	members [][2]string
 }
 
 // nodeConfigText renders config.yaml: the settings init knows, then every
@@ -246,6 +329,13 @@ func nodeConfigText(s initSettings, flags []cli.Flag) []byte {
 		b.WriteString("# mesh name; peers only see peers of the same network\n")
 		fmt.Fprintf(&b, "network: %s\n", yamlScalar(s.network))
 		written["network"] = true
+	}
+	if len(s.members) > 0 {
+		b.WriteString("# membership of a private mesh (see the README's Membership section)\n")
+		for _, m := range s.members {
+			fmt.Fprintf(&b, "%s: %s\n", m[0], yamlScalar(m[1]))
+			written[m[0]] = true
+		}
 	}
 	b.WriteString("\n# The other settings, at their defaults: uncomment a line to change it.\n")
 	for _, f := range flags {

@@ -202,3 +202,76 @@ func TestInitThenNode(t *testing.T) {
 		t.Errorf("submit of invalid UTF-8: exit %d, stderr %q; check: exit %d, stderr %q; want %q from both", code, errOut, checkCode, checkErr, want)
 	}
 }
+
+// TestInitMembership: bedwe init takes the mesh's membership files, checks
+// them before writing anything, copies them into DATA (the key 0600),
+// names them in config.yaml (which bedwe node reads), creates the board's
+// CLI key and prints its ID; a bad key file is refused in one line.
+func TestInitMembership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBedwe(t)
+	tmp := t.TempDir()
+	key := filepath.Join(tmp, "swarm.key")
+	if out, errOut, code := runBin(t, bin, nil, "swarm-key", "-o", key); code != 0 {
+		t.Fatalf("swarm-key: %d %s%s", code, out, errOut)
+	}
+	peers := filepath.Join(tmp, "peers")
+	if err := os.WriteFile(peers, []byte("# members\n12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD  # a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(tmp, "bad.key")
+	if err := os.WriteFile(bad, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "board")
+	_, errOut, code := runBin(t, bin, nil, "init", "--data", dir, "--zone", "z", "--swarm-key", bad)
+	if code != 1 || !strings.Contains(errOut, "--swarm-key") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+		t.Errorf("bad key: exit %d, stderr %q; want one line naming --swarm-key", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err == nil {
+		t.Error("a refused init wrote config.yaml")
+	}
+
+	out, errOut, code := runBin(t, bin, nil, "init", "--data", dir, "--zone", "z", "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--swarm-key", key, "--trusted-peers", peers, "--clients", peers, "-o", "json")
+	if code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep initReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.SwarmKey != filepath.Join(dir, "swarm.key") || rep.TrustedPeers != filepath.Join(dir, "trusted-peers") || rep.Clients != filepath.Join(dir, "clients") {
+		t.Errorf("report names %q %q %q", rep.SwarmKey, rep.TrustedPeers, rep.Clients)
+	}
+	if info, err := os.Stat(rep.SwarmKey); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("copied key: %v %v, want mode 0600", info, err)
+	}
+	orig, _ := os.ReadFile(key)
+	if copied, _ := os.ReadFile(rep.SwarmKey); !bytes.Equal(orig, copied) {
+		t.Error("the copied key differs")
+	}
+	id, _, code := runBin(t, bin, nil, "id", "--client", "--data", dir)
+	if code != 0 || strings.TrimSpace(id) != rep.ClientID || rep.ClientID == "" {
+		t.Errorf("init printed client ID %q, bedwe id --client says %q", rep.ClientID, id)
+	}
+	cfg, err := os.ReadFile(rep.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := parseNodeConfig(rep.Config, cfg, nodeCommand().Flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range settings {
+		got[s.name] = s.value
+	}
+	for flag, want := range map[string]string{"swarm-key": rep.SwarmKey, "trusted-peers": rep.TrustedPeers, "clients": rep.Clients} {
+		if got[flag] != want {
+			t.Errorf("config.yaml %s = %q, want %q", flag, got[flag], want)
+		}
+	}
+}
