@@ -47,7 +47,7 @@ func (n *Node) handleHandoff(ctx context.Context, from peer.ID, req []byte) []by
 		n.log.Warn("rejected a malformed pack", "from", rpc.ShortID(from), "err", err)
 		return rpc.AckBytes(api.CodeBadPack, "bad pack: "+err.Error())
 	}
-	return rpc.MustCBOR(n.accept(ctx, p))
+	return rpc.MustCBOR(n.accept(ctx, p, req))
 }
 
 // accept takes p if it can: it journals the pack (I4), recruits a backup
@@ -55,7 +55,7 @@ func (n *Node) handleHandoff(ctx context.Context, from peer.ID, req []byte) []by
 // settle.go) and only then acknowledges, listing the backup; the step runs
 // in the background. A pack whose chain a guardian re-routed meanwhile is
 // refused (CodeSuperseded) and dropped: the superseded chain stops here.
-func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
+func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	refuse := func(code, msg string) api.Ack { return api.Ack{Code: code, Error: msg} }
 	head, err := p.Head()
 	if err != nil {
@@ -72,7 +72,8 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
 	n.learnFrom(p.Trace)
-	rec := held.Record{Pack: p, Key: heldKey(p), GuardKey: guardKey(p)}
+	// The bytes received are journaled as they came (no re-encoding).
+	rec := held.Record{Pack: p, PackRaw: raw, Key: heldKey(p), GuardKey: guardKey(p)}
 	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
 		rec.Guardians = []pack.Peer{p.Sender}
 	}
@@ -134,8 +135,8 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack) api.Ack {
 // take it (the holder recruits later, as after losing its guardians).
 func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer {
 	rec := s.view().Record()
-	raw, _, err := n.journal.Get(journal.BucketPackBytes, rec.Key)
-	if err != nil || raw == nil {
+	raw := rec.PackRaw // set by the first save
+	if raw == nil {
 		return nil
 	}
 	exclude := map[peer.ID]bool{n.host.ID(): true}
@@ -433,7 +434,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		}
 		began := time.Now()
 		if target == n.host.ID() {
-			ack := n.accept(ctx, p.Clone())
+			ack := n.accept(ctx, p.Clone(), nil)
 			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
 			if ack.OK {
 				return target, ack.Guardians, nil

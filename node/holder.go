@@ -102,6 +102,7 @@ func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
 			if raw, err = pack.Encode(rec.Pack); err != nil {
 				return fmt.Errorf("encode pack: %w", err)
 			}
+			rec.PackRaw = raw // m is the clone being committed
 		}
 		err := n.journal.Update(func(tx *journal.Tx) error {
 			if err := tx.Put(journal.BucketPackBytes, rec.Key, raw); err != nil {
