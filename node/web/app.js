@@ -89,7 +89,10 @@ function stepStates(wf) {
         let st = tries.length ? outcomeState[tries[tries.length - 1].outcome] || "pending" : "pending";
         if (tries.some((t) => t.outcome === "ok")) st = "succeeded";
         if (!tries.length && reached && running) st = "running";
-        states[s.path] = { state: st, tries };
+        // A guardian re-routed it: the next attempt runs elsewhere.
+        const rerouted = st === "superseded" && running;
+        if (rerouted) st = "running";
+        states[s.path] = { state: st, tries, rerouted };
         return st === "succeeded";
       }
       case "seq": {
@@ -130,8 +133,8 @@ function drawStep(s, states) {
     case "service": {
       const st = states[s.path] || { state: "pending", tries: [] };
       const last = st.tries[st.tries.length - 1];
-      const where = last ? `${short(last.peer)} · ${last.zone || ""}` : "";
-      const more = st.tries.length > 1 ? ` ×${st.tries.length}` : "";
+      const where = st.rerouted ? `re-routed as attempt ${last.attempt + 1}` : last ? `${short(last.peer)} · ${last.zone || ""}` : "";
+      const more = st.rerouted ? " ↻" : st.tries.length > 1 ? ` ×${st.tries.length}` : "";
       const title = st.tries.map((t) => `attempt ${t.attempt} on ${short(t.peer)} (${t.zone || "?"}): ${t.outcome}${t.note ? " — " + t.note : ""}`).join("\n");
       return `<div class="step ${st.state}" data-path="${esc(s.path)}" data-service="${esc(s.service)}" data-state="${st.state}" title="${esc(title)}">${esc(s.service)}${more}<br><small>${esc(where)}</small></div>`;
     }
