@@ -366,7 +366,7 @@ func checkHTTPAddr(addr string, public bool) error {
 		if host == "" {
 			what = "every address of this machine"
 		}
-		return fmt.Errorf("node: --http %s is %s: /metrics (and /debug/pprof/ with --pprof) answer anyone who can reach it; use 127.0.0.1:%s, or add --http-public to serve it there anyway", addr, what, port)
+		return fmt.Errorf("node: --http %s is %s: /metrics, the dashboard (and /debug/pprof/ with --pprof) answer anyone who can reach it; use 127.0.0.1:%s, or add --http-public to serve it there anyway", addr, what, port)
 	}
 	return nil
 }
