@@ -4,9 +4,11 @@ import (
 	"embed"
 	"encoding/json"
 	"io/fs"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +32,8 @@ import (
 //	/api/timetable       per zone, its powered, dark and unknown stretches
 //	                     over the next 24 hours of timetable time
 //
-// It rides on the listener's rules (loopback unless --http-public). The
+// It rides on the listener's rules (loopback unless --http-public; on a
+// loopback listener it also wants a loopback Host, against DNS rebinding). The
 // handlers take no lock held across journal I/O: the origin table
 // publishes committed machines through atomic pointers, presence and the
 // breakers lock their maps only.
@@ -47,22 +50,46 @@ func (n *Node) addDashboard(mux *http.ServeMux) {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	files := http.FileServerFS(static)
-	mux.Handle("GET /{$}", files)
-	for _, f := range []string{"/app.js", "/style.css"} {
-		mux.Handle("GET "+f, files)
+	handle := func(pattern string, h http.Handler) {
+		if !n.cfg.HTTPPublic {
+			h = loopbackHost(h)
+		}
+		mux.Handle(pattern, h)
 	}
-	mux.HandleFunc("GET /api/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashMesh()) })
-	mux.HandleFunc("GET /api/workflows", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashWorkflows()) })
-	mux.HandleFunc("GET /api/workflows/{id}", func(w http.ResponseWriter, r *http.Request) {
+	files := http.FileServerFS(static)
+	handle("GET /{$}", files)
+	for _, f := range []string{"/app.js", "/style.css"} {
+		handle("GET "+f, files)
+	}
+	handle("GET /api/mesh", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashMesh()) }))
+	handle("GET /api/workflows", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashWorkflows()) }))
+	handle("GET /api/workflows/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		wf, ok := n.dashWorkflow(r.PathValue("id"))
 		if !ok {
 			http.Error(w, "this node is not the origin of workflow "+r.PathValue("id"), http.StatusNotFound)
 			return
 		}
 		writeJSON(w, wf)
+	}))
+	handle("GET /api/timetable", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashTimetable()) }))
+}
+
+// loopbackHost refuses requests whose Host is not a loopback address or
+// localhost: on a loopback listener, a page elsewhere that re-binds its
+// own name to 127.0.0.1 (DNS rebinding) cannot read the dashboard.
+func loopbackHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		host = strings.Trim(host, "[]")
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "dashboard: Host "+r.Host+" is not a loopback address; browse http://127.0.0.1:PORT/ (an ssh tunnel for a remote node), or start the node with --http-public", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
-	mux.HandleFunc("GET /api/timetable", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.dashTimetable()) })
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

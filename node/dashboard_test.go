@@ -24,7 +24,7 @@ import (
 // the workflow show it succeeded, with its structure (a fork of two
 // branches) and a trace naming every step; the timetable has both zones
 // with east dark from midnight to 02:00; the page and its script are
-// served; an unknown workflow is 404.
+// served; an unknown workflow is 404, a Host that is not loopback 403.
 func TestDashboardEndpoints(t *testing.T) {
 	sast := time.FixedZone("SAST", 2*3600)
 	clock := schedule.VirtualClock{Start: time.Date(2026, 11, 23, 23, 0, 0, 0, sast), Epoch: time.Now(), Speed: 1}
@@ -117,6 +117,16 @@ func TestDashboardEndpoints(t *testing.T) {
 		}
 	}
 	getText(t, base+"/api/workflows/wf-nosuch", http.StatusNotFound)
+	req, err := http.NewRequest(http.MethodGet, base+"/api/mesh", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.example:80"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /api/mesh with Host %s: %v %v, want 403", req.Host, resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	getText(t, base+"/nosuch", http.StatusNotFound)
 }
 
