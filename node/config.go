@@ -126,9 +126,10 @@ type Config struct {
 	// deliveries, completions. Testnets set it; it grows without bound.
 	EventsFile string
 	// HTTP, when set, is a HOST:PORT on which the node serves Prometheus
-	// metrics (/metrics) and, with Pprof, Go's profiler (/debug/pprof/).
-	// It must be a loopback address (127.0.0.1, ::1, localhost) unless
-	// HTTPPublic: neither page asks who is looking. Port 0 picks a free
+	// metrics (/metrics), the dashboard (/, /api/...; dashboard.go) and,
+	// with Pprof, Go's profiler (/debug/pprof/). It must be a loopback
+	// address (127.0.0.1, ::1, localhost) unless HTTPPublic: no page asks
+	// who is looking. Port 0 picks a free
 	// port (node.json says which). Empty: no listener.
 	HTTP string
 	// HTTPPublic allows HTTP on a non-loopback address, for a mesh whose

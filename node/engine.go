@@ -79,12 +79,9 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
 	if !fresh {
-		// The same attempt handed here again (a sender that timed out
-		// and tried again): this peer holds it already.
-		if m := s.view(); m.Phase() >= held.PhaseRunning && !m.Phase().Ended() {
-			return api.Ack{OK: true}
-		}
-		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID())))
+		// The same attempt handed here again (a sender whose first
+		// hand-off timed out tried again): answer as the first one ends.
+		return n.acceptedBefore(ctx, s, p)
 	}
 	if _, err := n.stepHeld(s, held.Accepted{}); err != nil {
 		n.helds.remove(rec.Key, s)
@@ -127,6 +124,34 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
 	n.spawn(func(ctx context.Context) { n.process(ctx, s) })
 	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
+}
+
+// acceptedBefore answers a hand-off of work this peer already holds or is
+// still taking: once the first acceptance ends, OK if it took the work
+// (it runs here once), else its refusal. Refusing while the first is
+// still being taken would send the sender to another peer, and the step
+// would run twice.
+func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) api.Ack {
+	for {
+		m := s.view()
+		switch ph := m.Phase(); {
+		case ph == held.PhaseSuperseded:
+			return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+		case ph == held.PhaseCancelled:
+			return api.Ack{Code: api.CodeCancelled, Error: "workflow " + p.WorkflowID + " was cancelled"}
+		case ph == held.PhaseDone && m.Record().Forwarded:
+			return api.Ack{OK: true} // it ran here and moved on
+		case ph.Ended():
+			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s could not take this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+		case ph >= held.PhaseRunning:
+			return api.Ack{OK: true}
+		}
+		select {
+		case <-ctx.Done():
+			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // recruitHolderBackup asks a live peer in another zone (not this one, not

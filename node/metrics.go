@@ -366,14 +366,14 @@ func checkHTTPAddr(addr string, public bool) error {
 		if host == "" {
 			what = "every address of this machine"
 		}
-		return fmt.Errorf("node: --http %s is %s: /metrics (and /debug/pprof/ with --pprof) answer anyone who can reach it; use 127.0.0.1:%s, or add --http-public to serve it there anyway", addr, what, port)
+		return fmt.Errorf("node: --http %s is %s: /metrics, the dashboard (and /debug/pprof/ with --pprof) answer anyone who can reach it; use 127.0.0.1:%s, or add --http-public to serve it there anyway", addr, what, port)
 	}
 	return nil
 }
 
-// serveHTTP listens on Config.HTTP and serves /metrics (and /debug/pprof/
-// with Config.Pprof) until stop is called; it returns the address it
-// listens on.
+// serveHTTP listens on Config.HTTP and serves /metrics, the dashboard
+// (/ and /api/..., dashboard.go) and /debug/pprof/ with Config.Pprof until
+// stop is called; it returns the address it listens on.
 func (n *Node) serveHTTP() (addr string, stop func(), err error) {
 	n.metrics.reg.MustRegister(newMetricsCollector(n))
 	ln, err := net.Listen("tcp", n.cfg.HTTP)
@@ -393,16 +393,7 @@ func (n *Node) serveHTTP() (addr string, stop func(), err error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		fmt.Fprintf(w, "bedwe node %s\n/metrics\n", n.host.ID())
-		if n.cfg.Pprof {
-			fmt.Fprintln(w, "/debug/pprof/")
-		}
-	})
+	n.addDashboard(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

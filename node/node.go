@@ -92,6 +92,7 @@
 //	drain.go     draining before a power cut: hand-over of joins and steps
 //	publish.go   signed timetables on pubsub and the late-joiner pull
 //	metrics.go   Prometheus metrics and pprof on Config.HTTP
+//	dashboard.go the web page on Config.HTTP and its JSON endpoints
 //
 // Reliability events (hand-offs, re-routes, suspicions, deliveries, step
 // runs) are appended to Config.EventsFile for testnets (package
@@ -159,7 +160,10 @@ type Node struct {
 	joins     *joinTable // its own lock
 	// origins are the workflow records (primary or replica), each with
 	// its own lock (origin.go).
-	origins   *originTable
+	origins *originTable
+	// progress keeps the attempts reported to running workflows this
+	// node is the origin of, for the dashboard (dashboard.go).
+	progress  *progressLog
 	active    map[string]*activeStep
 	cancelled map[string]time.Time
 	// returned is closed and replaced whenever a peer (re)appears, waking
@@ -247,6 +251,7 @@ func New(cfg Config) (*Node, error) {
 		zone:            cfg.Zone,
 	}
 	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
+	n.progress = newProgressLog()
 	return n, nil
 }
 

@@ -261,6 +261,7 @@ func (n *Node) applyOrigin(id string, rd origin.Ready) {
 	if e := rd.Emit; e != nil {
 		n.ev.Emit(events.Event{Type: events.Completed, Workflow: id, After: e.After, Stale: e.Stale})
 		if e.Ended {
+			n.progress.drop(id)
 			n.log.Info("workflow finished", "workflow", id, "state", e.State.String(), "error", e.Error)
 		}
 	}
@@ -445,6 +446,9 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 			return nil
 		}
 		_, err := n.stepOrigin(msg.WorkflowID, origin.Progress{Entry: *msg.Event})
+		if w := n.origins.view(msg.WorkflowID); err == nil && w != nil && w.Running() && w.Role() == origin.RolePrimary {
+			n.progress.add(msg.WorkflowID, *msg.Event)
+		}
 		return err
 	}
 	// A completion of a chain a guardian re-routed away from is refused

@@ -73,6 +73,7 @@ func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
 		host:            h,
 		log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		origins:         newOriginTable(j.persist, j.forget),
+		progress:        newProgressLog(),
 		activityChanged: make(chan struct{}, 1),
 		ctx:             ctx,
 	}

@@ -36,7 +36,8 @@ either); the local CLI is always admitted through DATA/client.key.
 Metrics: --http 127.0.0.1:PORT serves Prometheus metrics at /metrics (bedwe_* for
 hand-offs, step runs, re-routes, suspicions, takeovers, journal writes, queues, peers
 and breakers; go_*, process_* and libp2p_rcmgr_* besides) and, with --pprof, Go's
-profiler at /debug/pprof/. Neither page asks who is looking, so --http refuses an
+profiler at /debug/pprof/; / is a read-only dashboard of the mesh, the workflows this
+node is the origin of and the timetable (JSON under /api/). No page asks who is looking, so --http refuses an
 address that is not loopback (127.0.0.1, [::1], localhost) unless --http-public is
 given too; port 0 picks a free port, which node.json names ("http").
 
@@ -76,7 +77,7 @@ Examples:
 			&cli.StringFlag{Name: "trusted-peers", Usage: "FILE of member peer IDs, one per line (# comments); every other peer except listed clients is refused at the transport; re-read when it changes. Without it the mesh is open", EnvVars: []string{"BEDWE_TRUSTED_PEERS"}, TakesFile: true},
 			&cli.StringFlag{Name: "clients", Usage: "FILE of client peer IDs (bedwe id --client-key FILE prints one) allowed to submit, cancel and read results besides members and this node's own CLI; re-read when it changes", EnvVars: []string{"BEDWE_CLIENTS"}, TakesFile: true},
 			clientKeyFlag("key FILE of this node's own CLI, always authorized (created on first start; default DATA/client.key)"),
-			&cli.StringFlag{Name: "http", Usage: "serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free port, named in node.json); a loopback address unless --http-public. Empty: no listener"},
+			&cli.StringFlag{Name: "http", Usage: "serve Prometheus metrics at http://HOST:PORT/metrics and the dashboard at / (e.g. 127.0.0.1:9464; port 0: any free port, named in node.json); a loopback address unless --http-public. Empty: no listener"},
 			&cli.BoolFlag{Name: "http-public", Usage: "allow --http on a non-loopback address: the pages answer anyone who can reach them, so firewall the port"},
 			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the --http listener"},
 		},

@@ -210,7 +210,8 @@ type NodeFile struct {
 	// peers") or everyone ("open").
 	Members string `json:"members,omitempty"`
 	// HTTP is the HOST:PORT of the node's metrics listener (bedwe node
-	// --http; /metrics, and /debug/pprof/ with --pprof); empty: none.
+	// --http; /metrics, the dashboard at /, and /debug/pprof/ with
+	// --pprof); empty: none.
 	HTTP string `json:"http,omitempty"`
 }
 
