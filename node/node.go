@@ -60,10 +60,13 @@
 // I/O and no lock (Step returns a Ready: persist, replicate or answer,
 // then the asynchronous work); join.go, guard.go, holder.go and origin.go
 // carry them out, each stepping a clone under a per-record lock and
-// keeping it only once persisted. The origin's invariants O1–O4 (one
-// completion wins; durable before answered; the primary learns a
-// completion a replica got; ended stays ended) serve I1: a guardian that
-// asks an origin whether the workflow ended gets a final answer.
+// keeping it only once persisted (table.go: one map of slots per kind,
+// whose lock is never held across I/O). The origin's invariants O1–O5
+// (one completion wins; durable before answered; the primary learns a
+// completion a replica got; ended stays ended; retention keeps a
+// tombstone) serve I1: a guardian that asks an origin whether the
+// workflow ended gets a final answer. Every reliability operation is a
+// typed request on a protocol ID of its own (node/api guard.go).
 //
 // Files in this package, one concern each:
 //
@@ -93,6 +96,9 @@
 //	publish.go   signed timetables on pubsub and the late-joiner pull
 //	metrics.go   Prometheus metrics and pprof on Config.HTTP
 //	dashboard.go the web page on Config.HTTP and its JSON endpoints
+//	retention.go forgetting finished history: workflow tombstones, joins,
+//	             guard release marks (Config.Retention)
+//	table.go     the map of per-record slots the four machines live in
 //
 // Reliability events (hand-offs, re-routes, suspicions, deliveries, step
 // runs) are appended to Config.EventsFile for testnets (package

@@ -284,6 +284,10 @@ func printBenchTable(w io.Writer, res *bench.Results) error {
 				sec(p.Median), sec(p.Min), sec(p.Max), p.Services, float64(p.PerHop().Microseconds())/1000)
 		}
 	}
+	if fl := res.Floor; fl.Hop() > 0 {
+		fmt.Fprintf(tw, "floor\t4 KiB fsync + ping\t%s\t-\t-\tfsync %.2f ms, ping %.2f ms (gap target: 3 × %.2f ms)\n", sec(fl.Hop()),
+			float64(fl.Fsync4K.Microseconds())/1000, float64(fl.StreamRTT.Microseconds())/1000, float64(fl.Hop().Microseconds())/1000)
+	}
 	for _, o := range res.Overhead {
 		fmt.Fprintf(tw, "overhead\tnoop n=%d\t%s\t%s\t%s\tgap median %.1f ms, p90 %.1f ms\n", o.N, sec(o.Makespan.Median), sec(o.Makespan.Min), sec(o.Makespan.Max),
 			float64(o.GapMedian.Microseconds())/1000, float64(o.GapP90.Microseconds())/1000)

@@ -274,3 +274,16 @@ func statusFromAny(ctx context.Context, opts Options, addrs []string, id string)
 	}
 	return api.Status{}, false
 }
+
+// Ping measures one libp2p ping round trip to the peer on the open
+// connection: a stream round trip with no bedwe work behind it (the
+// bench's floor for a hand-off).
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res := <-ping.Ping(ctx, c.host, c.target.ID)
+	if res.Error != nil {
+		return 0, fmt.Errorf("ping %s: %w", c.target.ID, res.Error)
+	}
+	return res.RTT, nil
+}

@@ -60,6 +60,10 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 			f("| %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.3f | %.1f | %.1f |\n", o.N, o.Makespan.Median.Seconds(), ms(o.PerService),
 				ms(o.GapMedian), ms(o.GapP90), ms(o.GapMax), ms(o.Service), ms(o.StartDelay), ms(o.FinishDelay))
 		}
+		if fl := res.Floor; fl.Hop() > 0 {
+			f("\nFloor, measured in the same run (median of %d each): a 4 KiB write+fsync beside the journals %.2f ms, a libp2p ping round trip to a node %.2f ms; one of each %.2f ms. Issue 14's target for the gap median is 3 × that: %.2f ms.\n", FloorSamples,
+				ms(fl.Fsync4K), ms(fl.StreamRTT), ms(fl.Hop()), 3*ms(fl.Hop()))
+		}
 		f("\nData: [overhead.csv](overhead.csv).\n\n")
 	}
 	if len(res.Packs) > 0 {

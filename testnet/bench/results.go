@@ -18,12 +18,14 @@ type Results struct {
 	Nodes, Zones int
 	Config       Config
 	// Experiments lists what ran, in order.
-	Experiments     []string
-	Started, Ended  time.Time
-	Sequential      []Point
-	Parallel        []Point
-	Nested          []Point
-	Overhead        []OverheadRow
+	Experiments    []string
+	Started, Ended time.Time
+	Sequential     []Point
+	Parallel       []Point
+	Nested         []Point
+	Overhead       []OverheadRow
+	// Floor is measured with the overhead experiment, in the same run.
+	Floor           Floor
 	Packs           []PackRow
 	Resources       []ResourceRow
 	Wfcommons       []WfRow
@@ -55,6 +57,9 @@ func RunExperiments(ctx context.Context, r *Runner, c Config, exps []string) (*R
 		case ExpNested:
 			res.Nested, err = r.RunNested(ctx, c)
 		case ExpOverhead:
+			if res.Floor, err = r.MeasureFloor(ctx); err != nil {
+				return res, err
+			}
 			res.Overhead, err = r.RunOverhead(ctx, c)
 			if err == nil {
 				res.Packs, err = PackGrowth(c.PackLength, peersOf(r))
