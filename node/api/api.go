@@ -87,6 +87,9 @@ type OriginMsg struct {
 	// Settle (completions) is what the origin settles before
 	// acknowledging (see pack.Settle).
 	Settle []pack.Settle `cbor:"8,keyasint,omitempty"`
+	// Cancelled (with Done) says the workflow was cancelled by request,
+	// not failed: the end a primary tells its replicas after a cancel.
+	Cancelled bool `cbor:"9,keyasint,omitempty"`
 }
 
 // Client operations.

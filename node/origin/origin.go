@@ -251,7 +251,7 @@ func (w *Workflow) Ended() (bool, *api.OriginMsg) {
 func (w *Workflow) completion() api.OriginMsg {
 	st := w.rec.Status
 	return api.OriginMsg{WorkflowID: w.id, Done: true, OK: st.State == api.StateSucceeded, Error: st.Error,
-		Outputs: maps.Clone(st.Result), Trace: slices.Clone(st.Trace)}
+		Cancelled: st.State == api.StateCancelled, Outputs: maps.Clone(st.Result), Trace: slices.Clone(st.Trace)}
 }
 
 // ReplicaCopy is the record a replica stores for this primary (self).
@@ -513,6 +513,11 @@ func (w *Workflow) Step(ev Event) Ready {
 			st := &w.rec.Status
 			st.State, st.Finished, st.Error = api.StateCancelled, e.At, CancelError
 			rd.Persist = w.persist()
+			if w.Role() == RolePrimary {
+				// The replicas learn the end too: one asked while this
+				// primary is down says cancelled, not running (O4).
+				rd.TellReplicas = w.tell("")
+			}
 		}
 		rd.BroadcastCancel = w.State() == StateCancelled
 		st := w.Status(true)
@@ -570,9 +575,12 @@ func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
 	}
 	st := &w.rec.Status
 	st.Finished = at
-	if msg.OK {
+	switch {
+	case msg.OK:
 		st.State = api.StateSucceeded
-	} else {
+	case msg.Cancelled:
+		st.State, st.Error = api.StateCancelled, msg.Error
+	default:
 		st.State, st.Error = api.StateFailed, msg.Error
 	}
 	st.Result = maps.Clone(msg.Outputs)

@@ -45,6 +45,9 @@ func clock(t *testing.T, a map[string]string) time.Time {
 // (release items of the last step's guardians).
 func completion(a map[string]string) api.OriginMsg {
 	m := api.OriginMsg{WorkflowID: "wf", Done: true, OK: a["error"] == "", Error: a["error"], Outputs: map[string]json.RawMessage{}}
+	if a["cancelled"] == "true" {
+		m.OK, m.Cancelled, m.Error = false, true, CancelError
+	}
 	chain := a["chain"]
 	if chain == "" {
 		chain = "a"
@@ -172,7 +175,10 @@ func paths(tr []pack.TraceEntry) string {
 
 func msgString(m api.OriginMsg) string {
 	s := "ok"
-	if !m.OK {
+	switch {
+	case m.Cancelled:
+		s = "cancelled"
+	case !m.OK:
 		s = "failed(" + m.Error + ")"
 	}
 	return s + " result=" + outputs(m.Outputs)
