@@ -4,13 +4,16 @@ import (
 	"context"
 	"time"
 
+	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/origin"
 	"github.com/bedwe/bedwe/pack"
 )
 
-// Retention, in one paragraph: history does not grow without bound. Every
+// Retention, in one paragraph: history does not grow without bound (and
+// a replica record still running long after its workflow began asks its
+// primary whether it ended, in case the primary's tell was lost). Every
 // minute, guard release tombstones older than cancelMemory are forgotten
 // (node/guard Prune); workflow records that ended before Config.Retention
 // shrink to tombstones (node/origin O5: state, error and times only), and
@@ -62,6 +65,8 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 	for _, w := range n.origins.all() {
 		if !w.Running() {
 			ended = append(ended, w.ID())
+		} else if w.Role() == origin.RoleReplica && w.Status(false).Submitted.Before(now.Add(-relayFor)) {
+			n.askPrimaryEnded(ctx, w)
 		}
 	}
 	// One journal transaction (one sync) per chunk of records, not one per
@@ -93,6 +98,25 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 		n.touchActivity()
 	}
 	return pc
+}
+
+// askPrimaryEnded asks the primary of a replica record still running
+// after relayFor whether the workflow ended: its tell of the end may have
+// been lost while this peer was down (origin O3, from the replica's side).
+func (n *Node) askPrimaryEnded(ctx context.Context, w *origin.Workflow) {
+	primary := w.Primary()
+	if primary.ID == "" {
+		return
+	}
+	rep := n.guardCall(ctx, primary, api.OriginStatus{Key: w.ID()}, settleCallTimeout)
+	if !rep.OK || !rep.Released || rep.Origin == nil {
+		return
+	}
+	if _, err := n.stepOrigin(w.ID(), origin.CompletionFromPrimary{Msg: *rep.Origin, At: time.Now().UTC()}); err != nil {
+		n.log.Warn("replica: the end the primary told", "workflow", w.ID(), "err", err)
+		return
+	}
+	n.log.Info("replica learnt the end from its primary", "workflow", w.ID())
 }
 
 // pruneJoin deletes a join copy the retention allows to go, under the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/node/origin"
 )
 
 // TestRetentionShrinksThenDeletes runs a FORK workflow on a real node,
@@ -118,4 +119,36 @@ func runInternalNode(t *testing.T, dir, services string) (*Node, func(), time.Du
 		t.Fatal("node did not start within 60s")
 	}
 	return n, func() { cancel(); <-done }, time.Since(began)
+}
+
+// TestReplicaAsksPrimaryForALostEnd: a replica record still running long
+// after its workflow began (the primary's tell of the end was lost) asks
+// its primary, a real node, in the retention pass, and learns the end.
+func TestReplicaAsksPrimaryForALostEnd(t *testing.T) {
+	primary, stopP, _ := runInternalNode(t, t.TempDir(), "")
+	t.Cleanup(stopP)
+	replica, stopR, _ := runInternalNode(t, t.TempDir(), "")
+	t.Cleanup(stopR)
+	const id = "wf-lost-tell"
+	began := time.Now().UTC().Add(-time.Hour)
+	if _, err := primary.stepOrigin(id, origin.Submitted{Source: "S1", StepsTotal: 1, Origin: primary.host.ID().String(), At: began}); err != nil {
+		t.Fatal(err)
+	}
+	rec := origin.Record{Status: api.Status{ID: id, State: api.StateRunning, Submitted: began, StepsTotal: 1}, Source: "S1", Primary: primary.self()}
+	if _, err := replica.stepOrigin(id, origin.ReplicaStored{Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	// The primary ends; its tell to the replica is never sent (it named no
+	// replicas).
+	done := api.OriginMsg{WorkflowID: id, Done: true, OK: true}
+	if _, err := primary.stepOrigin(id, origin.Completed{Msg: done, At: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if w := replica.origins.view(id); !w.Running() {
+		t.Fatalf("replica before the pass: %s, want running", w.State())
+	}
+	replica.prune(context.Background(), time.Now().UTC())
+	if w := replica.origins.view(id); w.State().String() != api.StateSucceeded {
+		t.Fatalf("replica after the retention pass: %s, want succeeded (asked the primary)", w.State())
+	}
 }

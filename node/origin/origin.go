@@ -261,6 +261,9 @@ func (w *Workflow) ReplicaCopy(self pack.Peer) Record {
 	return c
 }
 
+// Primary is the origin a replica copies (empty on the primary).
+func (w *Workflow) Primary() pack.Peer { return w.rec.Primary }
+
 // Replicas are the peers a primary's replicas live on.
 func (w *Workflow) Replicas() []pack.Peer { return slices.Clone(w.rec.Replicas) }
 
