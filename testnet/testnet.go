@@ -95,6 +95,12 @@ type Options struct {
 	// (DIR/trusted-peers) and authorize the testnet's client key
 	// (DIR/client.key).
 	Open bool
+	// Netns runs every node in a network namespace of its own on a bridge
+	// (see Netns), with an address in Subnet (default DefaultSubnet), so
+	// that partitions, loss and bandwidth limits act on real links. It
+	// needs root.
+	Netns  bool
+	Subnet string
 }
 
 // clockLead is how far ahead of the first node's start Up puts a virtual
@@ -307,6 +313,22 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		_ = m.Save()
 		_ = m.Down()
 		return nil, err
+	}
+	if opts.Netns {
+		if err := NetnsAvailable(); err != nil {
+			return nil, err
+		}
+		if err := m.planNetns(opts.Subnet); err != nil {
+			return nil, err
+		}
+		// Saved before anything is created: Down finds it after a crash.
+		if err := m.Save(); err != nil {
+			return nil, err
+		}
+		if err := m.createNetns(); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(opts.Progress, "network namespaces bedwe-%s-* on %s (host link %s %s)\n", m.Netns.ID, m.Netns.Subnet, m.Netns.HostLink, m.Netns.HostAddr)
 	}
 	// The first node is everyone's bootstrap; the rest start in parallel.
 	if err := m.start(ctx, &m.Nodes[0], nil); err != nil {
@@ -527,8 +549,14 @@ func (m *Manifest) missingPresence() string {
 }
 
 // Down stops every node: SIGTERM, then SIGKILL for those still running after
-// a grace period.
+// a grace period; on a network-namespace testnet it then removes the
+// namespaces and the host link.
 func (m *Manifest) Down() error {
+	err := m.stopNodes()
+	return errors.Join(err, m.removeNetns())
+}
+
+func (m *Manifest) stopNodes() error {
 	for i := range m.Nodes {
 		_ = m.Kill(i, syscall.SIGTERM)
 	}
