@@ -176,7 +176,6 @@ func (m *Manifest) removeNetns() error {
 		names = append(names, m.Nodes[i].Namespace)
 	}
 	names = append(names, n.Bridge)
-	var errs []error
 	for _, ns := range names {
 		if !netnsExists(ns) {
 			continue
@@ -188,12 +187,18 @@ func (m *Manifest) removeNetns() error {
 				}
 			}
 		}
-		if err := run("ip", "netns", "del", ns); err != nil {
-			errs = append(errs, err)
-		}
 	}
-	if exec.Command("ip", "link", "show", n.HostLink).Run() == nil {
-		if err := run("ip", "link", "del", n.HostLink); err != nil {
+	var errs []error
+	// The host link first: deleting the bridge namespace deletes it too,
+	// asynchronously, and a delete racing that fails.
+	if err := run("ip", "link", "del", n.HostLink); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+		errs = append(errs, err)
+	}
+	for _, ns := range names {
+		if !netnsExists(ns) {
+			continue
+		}
+		if err := run("ip", "netns", "del", ns); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -228,6 +228,10 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 				return nil, fmt.Errorf("a testnet is already running in %s (node %d, pid %d); stop it with `bedwe testnet down --dir %s`", dir, i, old.Nodes[i].PID, dir)
 			}
 		}
+		// A namespace testnet whose harness crashed: remove what it left.
+		if err := old.removeNetns(); err != nil {
+			return nil, fmt.Errorf("remove the network namespaces of the last testnet in %s: %w", dir, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create testnet directory: %w", err)
