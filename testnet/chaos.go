@@ -65,7 +65,10 @@ type ChaosOptions struct {
 	// Timeout bounds the wait for every workflow to finish.
 	Timeout time.Duration
 	// FlapFor is how long the flap scenario keeps killing and restarting.
-	FlapFor  time.Duration
+	FlapFor time.Duration
+	// CutFor is how long the network scenarios keep a cut (default
+	// IsolateFor).
+	CutFor   time.Duration
 	Progress io.Writer
 }
 
@@ -123,6 +126,23 @@ type ChaosSummary struct {
 	// PausedNodes are the nodes frozen with SIGSTOP and resumed
 	// (join-paused).
 	PausedNodes []int `json:"paused_nodes,omitempty"`
+	// IsolatedNodes are the nodes a network scenario cut off (and healed).
+	IsolatedNodes []int `json:"isolated_nodes,omitempty"`
+	// IsolatedStep is the step isolate-holder's victim ran when it was
+	// cut off (workflow, path, attempt).
+	IsolatedStep string `json:"isolated_step,omitempty"`
+	// IsolatedRerouted says a guardian re-routed the isolated step.
+	IsolatedRerouted bool `json:"isolated_rerouted,omitempty"`
+	// IsolatedSuperseded counts superseded events naming the isolated
+	// step, and IsolatedHandOns the hand-ons of its isolated attempt by
+	// the isolated peer.
+	IsolatedSuperseded int `json:"isolated_superseded,omitempty"`
+	IsolatedHandOns    int `json:"isolated_hand_ons,omitempty"`
+	// IsolatedChainStopped (isolate-holder) is invariant I1 for the
+	// isolated chain: the step was not re-routed, or the isolated peer
+	// did not hand its attempt on, or its next hop dropped what it got
+	// (a superseded event there).
+	IsolatedChainStopped bool `json:"isolated_chain_stopped,omitempty"`
 	// KilledPIDs and KilledNodes are the processes SIGKILLed (and their
 	// node indexes), in kill order.
 	KilledPIDs  []int `json:"killed_pids"`
@@ -163,8 +183,8 @@ const chaosBranch0 = "2.0/"
 const atMostOnceText = "at-most-once"
 
 func (o *ChaosOptions) fill() error {
-	if !slices.Contains(Scenarios, o.Scenario) {
-		return fmt.Errorf("unknown chaos scenario %q (choose from %s)", o.Scenario, strings.Join(Scenarios, ", "))
+	if !slices.Contains(Scenarios, o.Scenario) && !isNetnsScenario(o.Scenario) {
+		return fmt.Errorf("unknown chaos scenario %q (choose from %s; with --netns: %s)", o.Scenario, strings.Join(Scenarios, ", "), strings.Join(NetnsScenarios, ", "))
 	}
 	if o.Workflows < 1 {
 		o.Workflows = 1
@@ -177,6 +197,9 @@ func (o *ChaosOptions) fill() error {
 	}
 	if o.FlapFor <= 0 {
 		o.FlapFor = 10 * time.Second
+	}
+	if o.CutFor <= 0 {
+		o.CutFor = IsolateFor
 	}
 	if o.Seed == 0 {
 		o.Seed = RandomSeed()
@@ -209,9 +232,21 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
+	if isNetnsScenario(opts.Scenario) {
+		if err := m.requireNetns(); err != nil {
+			return nil, fmt.Errorf("chaos %s: %w", opts.Scenario, err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 	input := json.RawMessage(fmt.Sprintf(`{"sleep_ms": %d}`, opts.StepMillis))
 	sum := &ChaosSummary{Scenario: opts.Scenario, Nodes: len(m.Nodes), Seed: opts.Seed, KilledPIDs: []int{}, KilledNodes: []int{}}
+	if opts.Scenario == "isolate-holder" {
+		// The first step outlasts the cut, so the heal lands inside it.
+		first := opts.CutFor.Milliseconds() + 1500
+		input = json.RawMessage(fmt.Sprintf(`{"sleep_ms": {"sleepA": %d, "sleepC": %d, "sleepD": %d, "sleepE": %d, "sleepH": %d}}`,
+			first, opts.StepMillis, opts.StepMillis, opts.StepMillis, opts.StepMillis))
+		sum.Notes = append(sum.Notes, fmt.Sprintf("sleepA lasts %d ms (the cut plus 1.5 s, so the heal lands inside it)", first))
+	}
 	if len(m.RecordFiles()) == 0 {
 		sum.Notes = append(sum.Notes, "the services file names no record file: executions were not counted")
 	}
@@ -246,6 +281,9 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	deadline := time.Now().Add(opts.Timeout)
 	for _, run := range runs {
 		run.final = m.await(ctx, run, deadline)
+	}
+	if err := r.healNetns(); err != nil {
+		return nil, err
 	}
 	// Victims stay down until every workflow ended, so completion proves the
 	// takeover (re-route, join replica, origin replica), not a restart.
@@ -312,6 +350,7 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	if tail.bad > 0 {
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d events lines did not parse", tail.bad))
 	}
+	r.checkIsolations(tail.all)
 	det := detectionTimes(r.kills, tail.all)
 	sum.Detections = len(det)
 	sum.DetectionMsP50, sum.DetectionMsP99 = percentile(det, 50), percentile(det, 99)
@@ -450,6 +489,10 @@ type chaosRun struct {
 	cl    *client.Client
 	input json.RawMessage
 	runs  []*submitted
+	// isolations are the cuts of a network scenario, and lossy whether it
+	// put loss on every link.
+	isolations []isolation
+	lossy      bool
 }
 
 // submit submits one more chaos workflow to the entry node.
@@ -718,6 +761,8 @@ func (r *chaosRun) strike(ctx context.Context) ([]int, error) {
 		return r.pairRandom(ctx)
 	case "join-paused":
 		return nil, r.joinPaused(ctx)
+	case "isolate-holder", "isolate-join-holder", "split-zones", "lossy":
+		return nil, r.strikeNetns(ctx)
 	case "zone-plus-one":
 		idx, err := r.await(ctx, targetWait, "zone holding work besides the entry's, and a peer holding work in another zone", func(snap []nodeActivity) []int {
 			for _, na := range snap {

@@ -62,7 +62,7 @@ func TestChaos(t *testing.T) {
 // chaosFailures lists what a chaos summary shows went wrong.
 func chaosFailures(sum *testnet.ChaosSummary) []string {
 	var out []string
-	if len(sum.KilledPIDs) == 0 && len(sum.PausedNodes) == 0 {
+	if len(sum.KilledPIDs) == 0 && len(sum.PausedNodes) == 0 && len(sum.IsolatedNodes) == 0 && sum.Scenario != "lossy" {
 		out = append(out, fmt.Sprintf("scenario %s killed nothing", sum.Scenario))
 	}
 	if sum.Completed+sum.FailedAtMostOnce != sum.Submitted || sum.Lost != 0 {

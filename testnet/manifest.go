@@ -78,7 +78,11 @@ type Manifest struct {
 	// (DIR/invocations.jsonl unless the caller's services text names
 	// another): every service invocation of every node appends a line to
 	// it before running. Empty: the services file names none.
-	Record    string    `json:"record,omitempty"`
+	Record string `json:"record,omitempty"`
+	// Netns is set when every node runs in a network namespace of its own
+	// (Options.Netns): what Down removes, and what partition, heal and
+	// link act on.
+	Netns     *Netns    `json:"netns,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	Nodes     []Node    `json:"nodes"`
 }
@@ -100,6 +104,12 @@ type Node struct {
 	// Record is the invocation record file of the node's own services file
 	// when it differs from the manifest's Record.
 	Record string `json:"record,omitempty"`
+	// Namespace, Addr and Veth are set on a network-namespace testnet: the
+	// node's namespace, its address on the testnet's bridge, and the
+	// bridge-side end of its veth (in Netns.Bridge).
+	Namespace string `json:"namespace,omitempty"`
+	Addr      string `json:"addr,omitempty"`
+	Veth      string `json:"veth,omitempty"`
 	// HTTP is the node's metrics listener, HOST:PORT (bedwe node --http;
 	// Prometheus text at MetricsURL): a free loopback port the node picked
 	// at its first start, kept across restarts.

@@ -79,6 +79,10 @@ func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) erro
 	}
 	defer logf.Close()
 	cmd := exec.Command(m.Binary, m.args(nd, bootstrap)...)
+	if nd.Namespace != "" {
+		// ip netns exec execs the binary in place: the pid is the node's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", nd.Namespace, m.Binary}, m.args(nd, bootstrap)...)...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -95,6 +95,12 @@ type Options struct {
 	// (DIR/trusted-peers) and authorize the testnet's client key
 	// (DIR/client.key).
 	Open bool
+	// Netns runs every node in a network namespace of its own on a bridge
+	// (see Netns), with an address in Subnet (default DefaultSubnet), so
+	// that partitions, loss and bandwidth limits act on real links. It
+	// needs root.
+	Netns  bool
+	Subnet string
 }
 
 // clockLead is how far ahead of the first node's start Up puts a virtual
@@ -222,6 +228,10 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 				return nil, fmt.Errorf("a testnet is already running in %s (node %d, pid %d); stop it with `bedwe testnet down --dir %s`", dir, i, old.Nodes[i].PID, dir)
 			}
 		}
+		// A namespace testnet whose harness crashed: remove what it left.
+		if err := old.removeNetns(); err != nil {
+			return nil, fmt.Errorf("remove the network namespaces of the last testnet in %s: %w", dir, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create testnet directory: %w", err)
@@ -307,6 +317,22 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 		_ = m.Save()
 		_ = m.Down()
 		return nil, err
+	}
+	if opts.Netns {
+		if err := NetnsAvailable(); err != nil {
+			return nil, err
+		}
+		if err := m.planNetns(opts.Subnet); err != nil {
+			return nil, err
+		}
+		// Saved before anything is created: Down finds it after a crash.
+		if err := m.Save(); err != nil {
+			return nil, err
+		}
+		if err := m.createNetns(); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(opts.Progress, "network namespaces bedwe-%s-* on %s (host link %s %s)\n", m.Netns.ID, m.Netns.Subnet, m.Netns.HostLink, m.Netns.HostAddr)
 	}
 	// The first node is everyone's bootstrap; the rest start in parallel.
 	if err := m.start(ctx, &m.Nodes[0], nil); err != nil {
@@ -527,8 +553,14 @@ func (m *Manifest) missingPresence() string {
 }
 
 // Down stops every node: SIGTERM, then SIGKILL for those still running after
-// a grace period.
+// a grace period; on a network-namespace testnet it then removes the
+// namespaces and the host link.
 func (m *Manifest) Down() error {
+	err := m.stopNodes()
+	return errors.Join(err, m.removeNetns())
+}
+
+func (m *Manifest) stopNodes() error {
 	for i := range m.Nodes {
 		_ = m.Kill(i, syscall.SIGTERM)
 	}

@@ -15,12 +15,13 @@ import (
 
 func chaosFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "scenario", Usage: "one of " + strings.Join(testnet.Scenarios, ", ") + ", or timetable (required)"},
+		&cli.StringFlag{Name: "scenario", Usage: "one of " + strings.Join(testnet.Scenarios, ", ") + ", timetable, or on a --netns testnet " + strings.Join(testnet.NetnsScenarios, ", ") + " (required)"},
 		&cli.IntFlag{Name: "workflows", Usage: "workflows to run through the faults", Value: 5},
 		&cli.IntFlag{Name: "step-ms", Usage: "duration of every sleep step (kills land inside steps)", Value: 600},
 		&cli.Uint64Flag{Name: "seed", Usage: "seed for victim choice (0: random)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for every workflow", Value: 3 * time.Minute},
 		&cli.DurationFlag{Name: "flap-for", Usage: "how long the flap scenario kills and restarts", Value: 15 * time.Second},
+		&cli.DurationFlag{Name: "cut-for", Usage: "how long the network scenarios keep a cut before healing", Value: testnet.IsolateFor},
 		&cli.DurationFlag{Name: "for", Usage: "timetable scenario: how long to follow the timetable (0: until interrupted)"},
 		outputFlag(),
 	}
@@ -72,14 +73,29 @@ Scenarios:
                      restores, following the testnet's timetable for --for (see
                      'bedwe testnet follow')
 
+Scenarios on a testnet in network namespaces (--netns; root): links are cut or made
+lossy, nothing is killed, and every cut is healed after --cut-for (longer than
+detection under a partition, which is slower than after a SIGKILL):
+   isolate-holder       a peer (not the entry) running the first step is cut off from
+                        every other node both ways, then healed while it still runs the
+                        step (which lasts --cut-for plus 1.5 s); its chain must stop at its next
+                        hop: isolated_chain_stopped (a superseded event, or no hand-on
+                        of the isolated attempt)
+   isolate-join-holder  a peer (not the entry) acting for a join is cut off, then healed
+   split-zones          the zone of a peer running a step and the entry's zone are cut
+                        from each other; both still see the third zone
+   lossy                5 % of the packets every node receives are dropped until every
+                        workflow ended
+
 Exit status 2 when a workflow was lost or failed other than by the at-most-once
 refusal, or an output was counted twice, a result differs, an execution was
-duplicated or an at-most-once step ran twice.
+duplicated or an at-most-once step ran twice, or an isolated chain went on.
 
 Examples:
    bedwe testnet chaos run --nodes 8 --scenario zone --workflows 10 -o json
    bedwe testnet chaos --dir /tmp/tn --scenario executor
-   bedwe testnet chaos --dir /tmp/tt --scenario timetable --for 2m -o json`,
+   bedwe testnet chaos --dir /tmp/tt --scenario timetable --for 2m -o json
+   sudo bedwe testnet chaos run --netns --nodes 6 --scenario isolate-holder -o json`,
 		Flags: append(chaosFlags(), &cli.StringFlag{Name: "dir", Usage: "directory of a running testnet"}),
 		Action: func(c *cli.Context) error {
 			if c.String("dir") == "" {
@@ -100,6 +116,8 @@ Examples:
 			Flags: append(chaosFlags(),
 				&cli.IntFlag{Name: "nodes", Usage: "number of node processes", Value: 8},
 				&cli.IntFlag{Name: "zones", Usage: "number of zones", Value: 3},
+				&cli.BoolFlag{Name: "netns", Usage: "run every node in a network namespace of its own (root; needed by the link scenarios)"},
+				&cli.StringFlag{Name: "subnet", Usage: "with --netns: private IPv4 `PREFIX` for the nodes", Value: testnet.DefaultSubnet},
 			),
 			Action: func(c *cli.Context) error {
 				if c.String("scenario") == "" {
@@ -115,7 +133,7 @@ Examples:
 				defer os.RemoveAll(dir)
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 				defer stop()
-				m, err := testnet.Up(ctx, testnet.Options{Nodes: c.Int("nodes"), Zones: c.Int("zones"), Dir: dir, Progress: os.Stderr})
+				m, err := testnet.Up(ctx, testnet.Options{Nodes: c.Int("nodes"), Zones: c.Int("zones"), Dir: dir, Progress: os.Stderr, Netns: c.Bool("netns"), Subnet: c.String("subnet")})
 				if err != nil {
 					return cli.Exit(err.Error(), 1)
 				}
@@ -138,7 +156,7 @@ func runChaos(c *cli.Context, m *testnet.Manifest) error {
 	defer stop()
 	sum, err := m.Chaos(ctx, testnet.ChaosOptions{
 		Scenario: c.String("scenario"), Workflows: c.Int("workflows"), StepMillis: c.Int("step-ms"),
-		Seed: c.Uint64("seed"), Timeout: c.Duration("timeout"), FlapFor: c.Duration("flap-for"), Progress: os.Stderr,
+		Seed: c.Uint64("seed"), Timeout: c.Duration("timeout"), FlapFor: c.Duration("flap-for"), CutFor: c.Duration("cut-for"), Progress: os.Stderr,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -151,7 +169,8 @@ func runChaos(c *cli.Context, m *testnet.Manifest) error {
 		printChaos(sum)
 	}
 	if sum.Lost > 0 || sum.Completed+sum.FailedAtMostOnce != sum.Submitted || sum.DuplicateOutputs > 0 ||
-		sum.ResultMismatches > 0 || sum.ExecutionsDuplicated > 0 || sum.OnceViolations > 0 {
+		sum.ResultMismatches > 0 || sum.ExecutionsDuplicated > 0 || sum.OnceViolations > 0 ||
+		(sum.IsolatedStep != "" && !sum.IsolatedChainStopped) {
 		return cli.Exit("", 2)
 	}
 	return nil
@@ -167,6 +186,10 @@ func printChaos(sum *testnet.ChaosSummary) {
 		sum.Executions, sum.ExecutionsDuplicated, sum.OnceViolations, sum.ChainsSuperseded)
 	fmt.Printf("killed nodes %v (pids %v); detection p50 %.0f ms, p99 %.0f ms over %d kills; makespan %d ms\n",
 		sum.KilledNodes, sum.KilledPIDs, sum.DetectionMsP50, sum.DetectionMsP99, sum.Detections, sum.MakespanMs)
+	if len(sum.IsolatedNodes) > 0 {
+		fmt.Printf("cut off nodes %v; isolated step %q re-routed %v, superseded events %d, hand-ons of the isolated attempt %d, chain stopped %v\n",
+			sum.IsolatedNodes, sum.IsolatedStep, sum.IsolatedRerouted, sum.IsolatedSuperseded, sum.IsolatedHandOns, sum.IsolatedChainStopped)
+	}
 	for _, e := range sum.Errors {
 		fmt.Println("  error: " + e)
 	}

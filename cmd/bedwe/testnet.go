@@ -39,7 +39,7 @@ Examples:
    bedwe testnet up --dir /tmp/tt --nodes 8 --schedule examples/schedules/two-zone-rotation.yaml --clock-speed 720
    bedwe testnet follow --dir /tmp/tt --for 2m
    bedwe testnet compare --nodes 16 --workflows 1000 --out docs/timetable`,
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			chaosCommand(),
 			soakCommand(),
 			followCommand(),
@@ -54,7 +54,15 @@ sees every other. Zones are assigned round-robin: z0, z1, ... (--zones), the nam
 Examples:
    bedwe testnet up --nodes 8 --zones 3 --dir /tmp/tn
    bedwe testnet up --dir /tmp/tt --schedule examples/schedules/two-zone-rotation.yaml --clock-speed 720
-   bedwe testnet up --dir /tmp/tt --schedule rot.yaml --clock-speed 360 --clock-start 2026-03-02T02:00:00+02:00 --routing heartbeat`,
+   bedwe testnet up --dir /tmp/tt --schedule rot.yaml --clock-speed 360 --clock-start 2026-03-02T02:00:00+02:00 --routing heartbeat
+   sudo bedwe testnet up --nodes 6 --zones 3 --dir /tmp/tn --netns --subnet 10.77.0.0/24
+
+With --netns (root only) every node runs in a network namespace of its own
+(bedwe-ID-I) with a veth to a bridge in a namespace of its own (bedwe-ID-br), at its
+own address in --subnet; one veth (bedwe-ID) links the root namespace into the bridge
+with the subnet's last address, so client verbs (--testnet DIR) reach the nodes as
+usual. 'bedwe testnet down' removes the namespaces and that link, also when the node
+processes are already dead.`,
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "nodes", Usage: "number of node processes", Value: 8},
 					&cli.IntFlag{Name: "zones", Usage: "number of load-shedding zones (round-robin)", Value: 2},
@@ -67,12 +75,15 @@ Examples:
 					&cli.TimestampFlag{Name: "clock-start", Usage: "timetable instant the virtual clock reads as the nodes start (RFC 3339)", Layout: time.RFC3339, DefaultText: "now"},
 					&cli.StringFlag{Name: "routing", Usage: "timetable (pick peers powered for the step, drain before cuts) or heartbeat (ignore the timetable)", Value: "timetable"},
 					&cli.StringSliceFlag{Name: "zone-names", Usage: "zone `NAMES` (comma-separated or repeated) instead of z0, z1, ..."},
+					&cli.BoolFlag{Name: "netns", Usage: "run every node in a network namespace of its own on a bridge (root; see 'bedwe testnet partition', 'link')"},
+					&cli.StringFlag{Name: "subnet", Usage: "with --netns: private IPv4 `PREFIX` for the nodes and the host link", Value: testnet.DefaultSubnet},
 				},
 				Action: func(c *cli.Context) error {
 					opts := testnet.Options{
 						Nodes: c.Int("nodes"), Dir: c.String("dir"),
 						Announce: c.Duration("announce"), Progress: os.Stderr, Profile: c.String("profile"),
 						Schedule: c.String("schedule"), Routing: c.String("routing"),
+						Netns: c.Bool("netns"), Subnet: c.String("subnet"),
 					}
 					if c.IsSet("zones") || opts.Schedule == "" {
 						opts.Zones = c.Int("zones")
@@ -115,7 +126,7 @@ Examples:
 			},
 			{
 				Name:  "down",
-				Usage: "stop every node of a testnet",
+				Usage: "stop every node of a testnet (and remove its network namespaces)",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "dir", Usage: "testnet directory", Required: true}},
 				Action: func(c *cli.Context) error {
 					if err := testnet.Down(c.String("dir")); err != nil {
@@ -157,6 +168,6 @@ Examples:
 					return tw.Flush()
 				},
 			},
-		},
+		}, netnsCommands()...),
 	}
 }

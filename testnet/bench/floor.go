@@ -49,13 +49,20 @@ func (r *Runner) MeasureFloor(ctx context.Context) (Floor, error) {
 		}
 		syncs = append(syncs, time.Since(start))
 	}
-	for range FloorSamples {
-		rtt, err := r.cl.Ping(ctx)
-		if err != nil {
-			return f, fmt.Errorf("floor: %w", err)
+	// A ping now and then is reset on a loaded machine (the resource
+	// manager); the floor is a median, so failed ones are left out, and a
+	// floor without any is reported as unknown (0), never as an error.
+	for tries := 0; len(rtts) < FloorSamples && tries < 2*FloorSamples; tries++ {
+		if ctx.Err() != nil {
+			return f, ctx.Err()
 		}
-		rtts = append(rtts, rtt)
+		if rtt, err := r.cl.Ping(ctx); err == nil {
+			rtts = append(rtts, rtt)
+		}
 	}
-	f.Fsync4K, f.StreamRTT = Quantile(syncs, 0.5), Quantile(rtts, 0.5)
+	f.Fsync4K = Quantile(syncs, 0.5)
+	if len(rtts) > 0 {
+		f.StreamRTT = Quantile(rtts, 0.5)
+	}
 	return f, nil
 }
