@@ -14,7 +14,8 @@
 //   - I1 — at most one live chain per workflow branch (whatever is killed;
 //     not yet under a network partition, where a guardian that does not
 //     answer is taken as gone although it may have re-routed: issue 12's
-//     findings F1 and F2, docs/reliability-core.md). Responsibility for a
+//     findings F1 and F2, and rarely after a blackout, F3;
+//     docs/reliability-core.md). Responsibility for a
 //     step moves to its successor only when the successor has journaled the
 //     pack and settled the hand-over itself (settle.go): it releases the
 //     guardians of the step before, so the release does not depend on the
