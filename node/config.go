@@ -72,6 +72,12 @@ type Config struct {
 	// NoPeerWait is how long dispatch waits for some live peer to offer the
 	// next service before failing the workflow.
 	NoPeerWait time.Duration
+	// UnsettledGiveUp is how long a sender keeps trying a hand-over that
+	// receivers refuse as unsettled (no guardian of the step it ran
+	// answers) before it lets them take unanswering guardians as gone.
+	// It must outlast the partitions the mesh expects: a guardian cut off
+	// for longer may re-route work that has moved on (issue 12).
+	UnsettledGiveUp time.Duration
 	// DefaultStepTimeout applies to steps without a timeout attribute whose
 	// service declares none.
 	DefaultStepTimeout time.Duration
@@ -187,6 +193,7 @@ func DefaultConfig() Config {
 		TargetPeers:        8,
 		StreamTimeout:      10 * time.Second,
 		NoPeerWait:         30 * time.Second,
+		UnsettledGiveUp:    30 * time.Second,
 		DefaultStepTimeout: 10 * time.Minute,
 		Heartbeat:          heartbeat.DefaultMeshConfig(),
 		BackupDelay:        10 * time.Second,
@@ -231,6 +238,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = d.StreamTimeout
+	}
+	if c.UnsettledGiveUp <= 0 {
+		c.UnsettledGiveUp = d.UnsettledGiveUp
 	}
 	if c.NoPeerWait <= 0 {
 		c.NoPeerWait = d.NoPeerWait

@@ -98,8 +98,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		}
 	}
 	settled := held.Settled{Result: held.SettleOK}
-	if err := n.settle(ctx, p.Attempt, p.Settle); errors.Is(err, errSuperseded) {
+	if err := n.settle(ctx, p.Attempt, p.Settle, n.host.ID().String()); errors.Is(err, errSuperseded) {
 		settled.Result = held.SettleSuperseded
+	} else if errors.Is(err, errUnsettled) {
+		settled = held.Settled{Result: held.SettleUnsettled, Err: err.Error()}
 	} else if err != nil {
 		settled = held.Settled{Result: held.SettleInterrupted, Err: err.Error()}
 	}
@@ -118,6 +120,9 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	case r.Code == held.CodeSuperseded:
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
+	case r.Code == held.CodeUnsettled:
+		n.log.Warn("refusing an unsettled hand-over", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID), "err", r.Error)
+		return refuse(api.CodeUnsettled, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	case !r.OK:
 		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	}
@@ -423,6 +428,11 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	deadline := time.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
 	p.Hops++
+	// Receivers that refuse the hand-over as unsettled (no guardian of
+	// the step before answered them) are tried again, however long it
+	// takes, until UnsettledGiveUp: then unanswering guardians count as
+	// gone (they were killed, not cut off).
+	var unsettled unsettledClock
 	for {
 		if n.isCancelled(p) {
 			return "", nil, errCancelled
@@ -431,6 +441,22 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		wake := n.returned
 		n.mu.Unlock()
 		target, ok := n.pick(head.Name, head.Expect(), exclude, avoid)
+		if !ok && unsettled.since() > 0 && unsettled.since() < 3*n.cfg.UnsettledGiveUp {
+			// Every peer left refused it as unsettled: wait, then try
+			// them all again.
+			deadline = time.Now().Add(n.cfg.NoPeerWait)
+			unsettled.maybeLenient(n, p.WorkflowID, p.Settle)
+			select {
+			case <-ctx.Done():
+				return "", nil, ctx.Err()
+			case <-time.After(time.Second):
+			}
+			clear(exclude)
+			for id := range never {
+				exclude[id] = true
+			}
+			continue
+		}
 		if !ok {
 			if time.Now().After(deadline) {
 				why := "no live peer offers it"
@@ -466,6 +492,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {
 				return "", nil, errCancelled
+			}
+			if ack.Code == api.CodeUnsettled {
+				unsettled.mark()
 			}
 			exclude[target] = true
 			refusals = append(refusals, ack.Error)
@@ -503,6 +532,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.Code == api.CodeBadPack {
 				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
 			}
+			if ack.Code == api.CodeUnsettled {
+				unsettled.mark()
+			}
 			err = errors.New(ack.Error)
 		}
 		n.log.Info("hand-off refused or failed; trying another peer", "step", head.Name, "peer", rpc.ShortID(target), "err", err)
@@ -516,6 +548,43 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
+}
+
+// unsettledClock times how long a sender's hand-over has been refused as
+// unsettled (api.CodeUnsettled).
+type unsettledClock struct {
+	first   time.Time
+	lenient bool
+}
+
+// mark records an unsettled refusal.
+func (u *unsettledClock) mark() {
+	if u.first.IsZero() {
+		u.first = time.Now()
+	}
+}
+
+// since is how long ago the first unsettled refusal came (0: none).
+func (u *unsettledClock) since() time.Duration {
+	if u.first.IsZero() {
+		return 0
+	}
+	return time.Since(u.first)
+}
+
+// maybeLenient marks every settle item Lenient once the refusals have
+// lasted UnsettledGiveUp: guardians that have not answered for that long
+// are taken as killed rather than cut off (I3: two kills never stall the
+// work).
+func (u *unsettledClock) maybeLenient(n *Node, workflow string, items []pack.Settle) {
+	if u.lenient || u.since() < n.cfg.UnsettledGiveUp {
+		return
+	}
+	u.lenient = true
+	for i := range items {
+		items[i].Lenient = true
+	}
+	n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since().Round(time.Millisecond))
 }
 
 // withJoinHolders returns avoid plus every holder of every frame (a new
@@ -645,17 +714,20 @@ func firstService(w *grammar.Workflow) *grammar.Service {
 func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg string) error {
 	if len(p.Frames) == 0 {
 		msg := api.OriginMsg{WorkflowID: p.WorkflowID, Done: true, OK: ok, Error: errMsg, Outputs: p.Outputs, Trace: p.Trace, Settle: p.Settle}
-		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, func() error { return n.completeHere(msg) })
+		return n.sendWithRetry(ctx, p.Origin, api.ProtoOrigin, msg, msg.Settle, func() error { return n.completeHere(msg) })
 	}
 	f := p.Frames[len(p.Frames)-1]
 	d := api.Delivery{
 		WorkflowID: p.WorkflowID, JoinID: f.JoinID, Branch: f.Branch, OK: ok, Error: errMsg,
 		Outputs: p.Outputs, Trace: p.Trace, Attempt: p.Attempt, Settle: p.Settle,
 	}
-	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, func() error {
+	return n.sendWithRetry(ctx, f.Holders, api.ProtoDeliver, d, d.Settle, func() error {
 		if ack := n.deliverHere(d); !ack.OK {
 			if ack.Refusal == join.RefuseSuperseded {
 				return fmt.Errorf("%s: %w", ack.Error, errSuperseded)
+			}
+			if ack.Refusal == join.RefuseUnsettled {
+				return fmt.Errorf("%s: %w", ack.Error, errUnsettled)
 			}
 			return fmt.Errorf("this peer no longer holds it: %s", ack.Error)
 		}
@@ -666,15 +738,21 @@ func (n *Node) finishBranch(ctx context.Context, p *pack.Pack, ok bool, errMsg s
 // sendWithRetry sends msg to the first holder that acknowledges it, calling
 // local instead when this peer is a holder (local returns why this peer
 // did not take it: a join handed over before a power cut, a journal
-// error). It backs off between rounds.
-func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, local func() error) error {
+// error). It backs off between rounds. settle is msg's settle list (shared
+// with msg): a recipient that refuses it as unsettled is asked again, and
+// after UnsettledGiveUp the items are marked Lenient.
+func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto string, msg any, settle []pack.Settle, local func() error) error {
 	wait := 100 * time.Millisecond
+	var unsettled unsettledClock
 	for {
 		var lastErr error
 		for _, h := range holders {
 			if h.ID == n.host.ID().String() {
 				if lastErr = local(); lastErr == nil || errors.Is(lastErr, errSuperseded) {
 					return lastErr
+				}
+				if errors.Is(lastErr, errUnsettled) {
+					unsettled.mark()
 				}
 				continue
 			}
@@ -696,8 +774,12 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 				// This chain was re-routed away from: it ends here.
 				return fmt.Errorf("%s refused: %s: %w", rpc.ShortID(id), ack.Error, errSuperseded)
 			}
+			if ack.Code == api.CodeUnsettled {
+				unsettled.mark()
+			}
 			lastErr = fmt.Errorf("%s refused: %s", rpc.ShortID(id), ack.Error)
 		}
+		unsettled.maybeLenient(n, "", settle)
 		n.log.Warn("delivery failed; will retry", "proto", proto, "err", lastErr, "in", wait)
 		select {
 		case <-ctx.Done():

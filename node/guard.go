@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
@@ -178,7 +179,7 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 	if r := rd.ReleaseOld; r != nil {
 		for _, b := range r.Peers {
 			n.spawn(func(ctx context.Context) {
-				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt}, settleCallTimeout)
+				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt, Rerouted: true}, settleCallTimeout)
 			})
 		}
 	}
@@ -446,9 +447,12 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		n.redispatch(ctx, key, p, o) // the origin's first pack, starting with a FORK or CHOICE
 		return
 	}
-	if n.workflowEnded(ctx, p) {
-		n.log.Info("not re-routing: the workflow has ended", "key", key, "workflow", p.WorkflowID)
-		n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	if o.Handback {
+		if n.workflowEnded(ctx, p) {
+			n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+			return
+		}
+	} else if !n.mayReroute(ctx, key, o, p) {
 		return
 	}
 	rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt})
@@ -474,6 +478,10 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		return
 	}
 	p.Attempt++
+	// The holder that took the attempt settled the step before it (its
+	// guardians name it as their successor, G8): the new attempt has
+	// nothing of that to settle again.
+	p.Settle = nil
 	exclude := map[peer.ID]bool{}
 	for _, t := range o.Tried {
 		if id, err := peer.Decode(t); err == nil {
@@ -506,6 +514,170 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	})
 }
 
+// coGuardianWait bounds how long a guardian about to re-route waits for
+// an answer from the step's other guardians while it can reach the mesh:
+// long enough to redial after a healed cut (a release it missed is then
+// found), short enough that a holder killed with its backup is re-routed
+// soon (I3).
+const coGuardianWait = 10 * time.Second
+
+// mayReroute asks, before a re-route of o, whether the step may have moved
+// on without this guardian hearing of it (its release lost to a
+// partition: issue 12, finding F2). It asks the workflow's origins and the
+// step's other guardians: an origin that says the workflow ended, or a
+// co-guardian that was released, means the step moved on — the copy is
+// dropped and nothing is re-routed (I1). It goes ahead once a co-guardian
+// answers that it still guards the step, or, when none answers, after
+// coGuardianWait on fresh connections (the co-guardians were killed with
+// the holder). While no other peer answers a ping at all this peer is the
+// one cut off (Lifeguard's self-awareness): it waits however long that
+// lasts. From the second round on, a silent holder that answers a ping
+// again is not re-routed: the copies are reconciled with it instead.
+func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
+	wait := 500 * time.Millisecond
+	began := time.Now()
+	for round := 0; ; round++ {
+		c := n.guards.view(key).Copy()
+		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
+			return false // moved on, or re-routed, meanwhile
+		}
+		if round > 0 {
+			if id, err := peer.Decode(o.Holder.ID); err == nil && n.pingable(ctx, id) {
+				n.log.Info("not re-routing: the silent holder answers again", "key", key, "peer", rpc.ShortID(id))
+				n.reconcileHolder(ctx, id)
+				n.watchHolder(id)
+				return false
+			}
+		}
+		var ended, originReached, movedOn, peersReached bool
+		var asked int
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); ended, originReached = n.workflowEndedReached(ctx, p) }()
+		go func() { defer wg.Done(); movedOn, peersReached, asked = n.askCoGuardians(ctx, key, c) }()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return false
+		}
+		if ended || movedOn {
+			why := "the workflow has ended"
+			if movedOn {
+				why = "another guardian of the step was released"
+			}
+			n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
+			n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+			return false
+		}
+		switch {
+		case peersReached:
+			return true
+		case !originReached && n.cutOff(ctx, o.Holder.ID):
+			n.log.Warn("not re-routing yet: no other peer answers; this peer may be cut off", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+		case asked == 0 || time.Since(began) >= coGuardianWait:
+			return true
+		default:
+			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 4*time.Second)
+	}
+}
+
+// askCoGuardians asks the other guardians named in c (its backups, or
+// the primary of a backup copy) what they know of key: movedOn when one
+// was released at c's attempt or later; reached when one answered; asked
+// how many it asked. One that does not answer gets a fresh connection for
+// the next round.
+func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) (movedOn, reached bool, asked int) {
+	self := n.host.ID().String()
+	var peers []pack.Peer
+	for _, b := range append([]pack.Peer{c.Primary}, c.Backups...) {
+		if b.ID != "" && b.ID != self && b.ID != c.Holder.ID {
+			peers = append(peers, b)
+		}
+	}
+	replies := make([]api.GuardReply, len(peers))
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, b := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if replies[i], errs[i] = n.guardCallErr(ctx, b, api.GuardStatus{Key: key}, settleCallTimeout); errs[i] != nil {
+				n.freshConn(ctx, b)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, rep := range replies {
+		if errs[i] != nil {
+			continue
+		}
+		reached = true
+		if rep.Known && rep.Released && rep.Attempt >= c.Attempt {
+			movedOn = true
+		}
+	}
+	return movedOn, reached, len(peers)
+}
+
+// cutOff reports whether this peer seems cut off from the mesh: it knows
+// of other peers (besides the silent one) and none of up to five it pings
+// at once, live ones in presence first, answers. A peer that knows of
+// nobody cannot tell and says no.
+func (n *Node) cutOff(ctx context.Context, silent string) bool {
+	seen := map[peer.ID]bool{n.host.ID(): true}
+	if id, err := peer.Decode(silent); err == nil {
+		seen[id] = true
+	}
+	var live, known []peer.ID
+	for id := range n.pres.live() {
+		if !seen[id] {
+			seen[id] = true
+			live = append(live, id)
+		}
+	}
+	for _, id := range n.host.Peerstore().PeersWithAddrs() {
+		if !seen[id] {
+			seen[id] = true
+			known = append(known, id)
+		}
+	}
+	shuffle := func(ids []peer.ID) { rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] }) }
+	shuffle(live)
+	shuffle(known)
+	try := append(live, known...)
+	if len(try) == 0 {
+		return false
+	}
+	try = try[:min(len(try), 5)]
+	var answered atomic.Bool
+	var wg sync.WaitGroup
+	for _, id := range try {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n.pingable(ctx, id) {
+				answered.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return !answered.Load()
+}
+
+// pingable reports whether id answers a libp2p ping within a second.
+func (n *Node) pingable(ctx context.Context, id peer.ID) bool {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res := <-ping.Ping(pctx, n.host, id)
+	return res.Error == nil
+}
+
 // stepGuardLogged steps a guard where no caller can be told of a failure.
 func (n *Node) stepGuardLogged(key string, ev guard.Event) {
 	if _, err := n.stepGuard(key, ev); err != nil {
@@ -516,13 +688,32 @@ func (n *Node) stepGuardLogged(key string, ev guard.Event) {
 // workflowEnded asks p's origins whether the workflow has ended: a guardian
 // never re-runs work of a finished workflow (I1). No answer means no.
 func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
-	for _, o := range p.Origin {
-		rep := n.guardCall(ctx, o, api.OriginStatus{Key: p.WorkflowID}, settleCallTimeout)
+	ended, _ := n.workflowEndedReached(ctx, p)
+	return ended
+}
+
+// workflowEndedReached is workflowEnded, and whether any origin answered.
+func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, reached bool) {
+	replies := make([]api.GuardReply, len(p.Origin))
+	errs := make([]error, len(p.Origin))
+	var wg sync.WaitGroup
+	for i, o := range p.Origin {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = n.guardCallErr(ctx, o, api.OriginStatus{Key: p.WorkflowID}, settleCallTimeout)
+		}()
+	}
+	wg.Wait()
+	for i, rep := range replies {
+		if errs[i] == nil {
+			reached = true
+		}
 		if rep.OK && rep.Known {
-			return rep.Released
+			return rep.Released, true
 		}
 	}
-	return false
+	return false, reached
 }
 
 // redispatch re-routes a guarded pack whose head is not a service: only
@@ -611,7 +802,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		if m.Probe {
 			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true})
 		}
-		return n.releaseGuard(m.Key, m.Attempt)
+		return n.releaseGuard(m)
 	case api.GuardStatus:
 		r := n.guards.view(m.Key).Status()
 		return guardReply(&r)

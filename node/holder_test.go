@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/bedwe/bedwe/node"
-	"github.com/bedwe/bedwe/node/events"
-	"github.com/bedwe/bedwe/node/service"
 )
 
 // TestSameAttemptHandedTwiceRunsOnce hands one pack to a real node twice
@@ -37,37 +34,8 @@ func TestSameAttemptHandedTwiceRunsOnce(t *testing.T) {
 		}
 	}
 	// S1 is handed on (to S2, on the same node) once it ended.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs, err := events.Read(evFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handedOn := 0
-		for _, e := range evs {
-			if e.Type == events.HandedOn && e.Step == "0" {
-				handedOn++
-			}
-		}
-		if handedOn > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("S1 was not handed on within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	recs, err := service.ReadRecords(recFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := 0
-	for _, r := range recs {
-		if r.Service == "S1" {
-			runs++
-		}
-	}
-	if runs != 1 {
-		t.Fatalf("S1 ran %d times, want 1: %+v", runs, recs)
+	waitHandedOn(t, evFile, "0")
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -126,14 +127,23 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 	}
 	if rd.Replicate != nil {
 		// The other holders learn the result before the sender hears the
-		// ack (J2): a holder that does not answer is down or gone, and the
-		// copies that did answer keep the result.
+		// ack (J2): a holder that does not answer is down, gone or cut
+		// off, and the copies that did answer keep the result. All at
+		// once and within replicateTimeout, well inside the sender's
+		// stream timeout: a sender that times out delivers to a replica,
+		// which takes the join over from this live actor.
 		d := toDelivery(wf, id, *rd.Replicate)
+		var wg sync.WaitGroup
 		for _, r := range others {
-			if rep := n.callGuard(n.ctx, r, api.JoinUpdate{Key: id, Delivery: d}); !rep.OK {
-				n.log.Info("join replica did not take an update", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if rep := n.guardCall(n.ctx, r, api.JoinUpdate{Key: id, Delivery: d}, replicateTimeout); !rep.OK {
+					n.log.Info("join replica did not take an update", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
+				}
+			}()
 		}
+		wg.Wait()
 	}
 	if rd.TookOver != "" {
 		n.log.Warn("taking over join", "join", id, "workflow", wf, "why", rd.TookOver, "epoch", token.Epoch,
@@ -240,7 +250,7 @@ func (n *Node) startJoin(ctx context.Context, p *pack.Pack, head grammar.Head, r
 func (n *Node) settleSplit(ctx context.Context, c *joinCopy) {
 	var rec join.Record
 	c.view(func(m *join.Join) { rec = m.Record() })
-	err := n.settle(ctx, 0, rec.Split)
+	err := n.settleUntil(ctx, 0, rec.Split)
 	if ctx.Err() != nil {
 		return
 	}
@@ -333,6 +343,8 @@ func (n *Node) handleDeliver(_ context.Context, _ peer.ID, req []byte) []byte {
 		code = api.CodeDraining
 	case join.RefuseSuperseded:
 		code = api.CodeSuperseded
+	case join.RefuseUnsettled:
+		code = api.CodeUnsettled
 	}
 	return rpc.AckBytes(code, ack.Error)
 }
@@ -345,7 +357,11 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 	}
 	// A branch end of a chain a guardian re-routed away from is refused
 	// before it is recorded (I1); the re-routed chain delivers its own.
-	if err := n.probeSettle(n.ctx, d.Settle); err != nil {
+	if err := n.probeSettle(n.ctx, d.Settle); errors.Is(err, errUnsettled) {
+		return join.Ack{Refusal: join.RefuseUnsettled, Error: fmt.Sprintf("workflow %s: the end of branch %d: %v; not recorded at peer %s", d.WorkflowID, d.Branch, err, rpc.ShortID(n.host.ID()))}
+	} else if err != nil && !errors.Is(err, errSuperseded) {
+		return join.Ack{Refusal: join.RefuseRecovering, Error: fmt.Sprintf("workflow %s: the end of branch %d not recorded at peer %s: %v", d.WorkflowID, d.Branch, rpc.ShortID(n.host.ID()), err)}
+	} else if err != nil {
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: d.WorkflowID, Join: d.JoinID, Branch: d.Branch, Reason: "branch end of a superseded chain refused"})
 		return join.Ack{Refusal: join.RefuseSuperseded, Error: fmt.Sprintf("workflow %s: the end of branch %d comes from a chain a guardian re-routed; refused at peer %s", d.WorkflowID, d.Branch, rpc.ShortID(n.host.ID()))}
 	}
@@ -353,7 +369,10 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 	if ack.OK {
 		// Recorded (or already counted): the branch's last guardians are
 		// released by the join, not by the sender alone.
-		if err := n.settle(n.ctx, d.Attempt, d.Settle); err != nil {
+		switch err := n.settle(n.ctx, d.Attempt, d.Settle, ""); {
+		case errors.Is(err, errUnsettled):
+			n.spawn(func(ctx context.Context) { n.settleUntil(ctx, d.Attempt, d.Settle) })
+		case err != nil:
 			n.ev.Emit(events.Event{Type: events.Superseded, Workflow: d.WorkflowID, Join: d.JoinID, Branch: d.Branch, Reason: "branch end of a superseded chain"})
 		}
 	}
@@ -466,6 +485,9 @@ func (n *Node) pickReplicas(k int, exclude map[peer.ID]bool) []pack.Peer {
 
 // callGuard sends one guard message within the stream timeout and returns
 // the reply (Error set on failure); see guardCall.
+// replicateTimeout bounds one join update to a replica (J2).
+const replicateTimeout = 3 * time.Second
+
 func (n *Node) callGuard(ctx context.Context, to pack.Peer, m api.GuardRequest) api.GuardReply {
 	return n.guardCall(ctx, to, m, n.cfg.StreamTimeout)
 }

@@ -11,11 +11,17 @@
 // it breaks (the chaos scenarios in package testnet count executions from
 // the services' invocation record and chains from the nodes' events).
 //
-//   - I1 — at most one live chain per workflow branch (whatever is killed;
-//     not yet under a network partition, where a guardian that does not
-//     answer is taken as gone although it may have re-routed: issue 12's
-//     findings F1 and F2, and rarely after a blackout, F3;
-//     docs/reliability-core.md). Responsibility for a
+//   - I1 — at most one live chain per workflow branch, whatever is killed
+//     and across partitions that heal within Config.UnsettledGiveUp
+//     (docs/reliability-core.md, "Partitions broke the fence"). A peer
+//     that does not answer a settle is not taken as released: an item none
+//     of whose peers answers (on fresh connections) refuses the hand-over
+//     as unsettled and the sender keeps the work (settleRounds); a
+//     guardian asks the origins and its co-guardians before it re-routes,
+//     and does not re-route while it is itself cut off (mayReroute); the
+//     backups of a re-routed attempt answer its late release superseded
+//     (node/guard G7); and a second receiver of the same attempt (the
+//     sender's ack was lost) is refused (G8). Responsibility for a
 //     step moves to its successor only when the successor has journaled the
 //     pack and settled the hand-over itself (settle.go): it releases the
 //     guardians of the step before, so the release does not depend on the
@@ -34,8 +40,10 @@
 //     (probeSettle), then records it, then releases. A guardian asks the
 //     origin before it re-routes and never re-runs work of a workflow that
 //     has ended (workflowEnded). Tests: TestSupersededChainCompletionRefused,
-//     TestSameAttemptHandedTwiceRunsOnce; testnet scenarios
-//     sender-after-ack, consecutive, executor (executions_duplicated == 0).
+//     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
+//     TestSecondSuccessorRefused; testnet scenarios sender-after-ack,
+//     consecutive, executor, blackout and, on namespaces, isolate-holder,
+//     isolate-join-holder, split-zones (executions_duplicated == 0).
 //   - I2 — a once=true step executes at most once, ever: a guardian whose
 //     holder vanished fails the workflow instead of re-running it
 //     (reroute), and by I1 no superseded chain reaches it again. Test:

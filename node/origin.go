@@ -419,6 +419,9 @@ func (n *Node) handleOrigin(_ context.Context, _ peer.ID, req []byte) []byte {
 		if errors.Is(err, errSuperseded) {
 			code = api.CodeSuperseded
 		}
+		if errors.Is(err, errUnsettled) {
+			code = api.CodeUnsettled
+		}
 		return rpc.AckBytes(code, fmt.Sprintf("peer %s: %v", rpc.ShortID(n.host.ID()), err))
 	}
 	return rpc.AckBytes("", "")
@@ -453,7 +456,11 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 	}
 	// A completion of a chain a guardian re-routed away from is refused
 	// before it is recorded (I1); the re-routed chain completes instead.
-	if err := n.probeSettle(n.ctx, msg.Settle); err != nil {
+	if err := n.probeSettle(n.ctx, msg.Settle); errors.Is(err, errUnsettled) {
+		return fmt.Errorf("workflow %s: completion not recorded: %w", msg.WorkflowID, err)
+	} else if err != nil && !errors.Is(err, errSuperseded) {
+		return fmt.Errorf("workflow %s: completion not recorded: %w", msg.WorkflowID, err)
+	} else if err != nil {
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: msg.WorkflowID, Reason: "completion of a superseded chain refused"})
 		return fmt.Errorf("workflow %s: the completion comes from a chain a guardian re-routed: %w", msg.WorkflowID, err)
 	}
@@ -461,7 +468,11 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 	if err != nil {
 		return err
 	}
-	switch err := n.settle(n.ctx, 0, rd.Settle); {
+	switch err := n.settle(n.ctx, 0, rd.Settle, ""); {
+	case errors.Is(err, errUnsettled):
+		// Recorded: the release goes on in the background until the
+		// guardians answer (or count as gone).
+		n.spawn(func(ctx context.Context) { n.settleUntil(ctx, 0, rd.Settle) })
 	case errors.Is(err, errSuperseded):
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: msg.WorkflowID, Reason: "completion of a superseded chain"})
 	case err != nil:

@@ -3,11 +3,16 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
@@ -33,42 +38,57 @@ import (
 // before: the work belongs to a superseded chain.
 var errSuperseded = errors.New("a guardian re-routed an earlier step of this chain")
 
-// settleCallTimeout bounds one settle call. A peer that does not answer in
-// time is taken as gone; its copy is gone with it.
+// errUnsettled says that no peer named by some settle item answered, even
+// on fresh connections: a peer that does not answer may be cut off rather
+// than dead, and a guardian cut off from its holder re-routes, so no
+// answer is not a release (issue 12, findings F1–F3). The receiver refuses
+// the hand-over with api.CodeUnsettled and the sender keeps the work and
+// tries again.
+var errUnsettled = errors.New("no peer of a settle item answered")
+
+// settleCallTimeout bounds one settle call.
 const settleCallTimeout = 2 * time.Second
+
+// settleBudget bounds all rounds of one settle: it must end well inside
+// the sender's stream timeout (api.Ack comes after it), or the sender
+// would try another peer while this one takes the work.
+const settleBudget = 5 * time.Second
 
 // settle carries out items for work of workflow wf held here at attempt,
 // all at once, and waits for every answer. It returns errSuperseded when a
-// guardian said it had re-routed the step being released, and ctx's error
-// when ctx ended (a peer that does not answer in time counts as gone, but
-// a caller that gave up has settled nothing).
-func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) error {
+// guardian said it had re-routed the step being released, errUnsettled
+// when an item got no answer from any of its peers (after a second round
+// on fresh connections) unless the item is Lenient, and ctx's error when
+// ctx ended (a caller that gave up has settled nothing). A peer that does
+// not answer while another peer of the same item does is taken as gone.
+//
+// A receiver of a hand-off settles as its successor (by: its peer ID): a
+// guardian released by one successor answers a release of the same
+// attempt by another Superseded (node/guard G8), so a sender whose ack
+// was lost and that handed the step to a second peer starts one chain,
+// not two. Joins and origins settle with by empty.
+func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by string) error {
 	if len(items) == 0 {
 		return nil
 	}
-	self := n.self()
-	var superseded atomic.Bool
-	var wg sync.WaitGroup
-	for _, it := range items {
-		msg := settleMsg(it, attempt, self)
-		for _, to := range it.Peers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if rep := n.guardCall(ctx, to, msg, settleCallTimeout); rep.Superseded {
-					n.log.Info("settle answered superseded", "op", msg.Protocol(), "peer", rpc.ShortIDString(to.ID), "attempt", rep.Attempt, "why", rep.Error)
-					superseded.Store(true)
-				}
-			}()
+	if by != "" && len(items) > 1 {
+		// Every item must be answerable before any is released: a
+		// receiver that released one item as successor and then refused
+		// the hand-over as unsettled would leave that guardian naming it,
+		// and the sender's next receiver would be refused (G8).
+		reach := make([]pack.Settle, len(items))
+		copy(reach, items)
+		if err := n.settleRounds(ctx, reach, func(it pack.Settle) api.GuardRequest {
+			if it.Kind == pack.SettleGuard {
+				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by}
+			}
+			return api.GuardStatus{Key: it.Key}
+		}, true); err != nil {
+			return err
 		}
 	}
-	wg.Wait()
-	if superseded.Load() {
-		return errSuperseded
-	}
-	// A cancelled caller (its work superseded, the node stopping) got no
-	// answers: nothing is settled, so nothing may be acknowledged.
-	return ctx.Err()
+	self := n.self()
+	return n.settleRounds(ctx, items, func(it pack.Settle) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false)
 }
 
 // probeSettle asks the guardians named by the release items whether a
@@ -77,61 +97,176 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle) err
 // asks before it records a branch end or a completion, so that a
 // superseded chain's is refused (I1), and releases the guardians (settle)
 // only once it has recorded it: released guardians must never be left
-// with nothing recorded. A peer that does not answer counts as not
-// superseded (the settle after the record asks again).
+// with nothing recorded. An item none of whose guardians answers is
+// errUnsettled, as for settle: the sender tries again.
 func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
-	var superseded atomic.Bool
-	var wg sync.WaitGroup
+	var probe []pack.Settle
 	for _, it := range items {
-		if it.Kind != pack.SettleGuard {
-			continue
+		if it.Kind == pack.SettleGuard {
+			probe = append(probe, it)
 		}
-		msg := api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
+	}
+	if len(probe) == 0 {
+		return nil
+	}
+	return n.settleRounds(ctx, probe, func(it pack.Settle) api.GuardRequest {
+		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
+	}, true)
+}
+
+// settleRounds sends msg(item) to every peer of every item, all at once;
+// items that got no answer at all are tried again on fresh connections
+// while the budget lasts.
+func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle) api.GuardRequest, probe bool) error {
+	type call struct {
+		item int
+		to   pack.Peer
+	}
+	var calls []call
+	for i, it := range items {
 		for _, to := range it.Peers {
+			calls = append(calls, call{i, to})
+		}
+	}
+	answered := make([]bool, len(items))
+	deadline := time.Now().Add(settleBudget)
+	var superseded atomic.Bool
+	for round := 0; ; round++ {
+		failed := make([]bool, len(calls))
+		var wg sync.WaitGroup
+		for ci, c := range calls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if rep := n.guardCall(ctx, to, msg, settleCallTimeout); rep.Superseded {
+				m := msg(items[c.item])
+				rep, err := n.guardCallErr(ctx, c.to, m, settleCallTimeout)
+				if err != nil {
+					failed[ci] = true
+					return
+				}
+				if rep.Superseded {
+					n.log.Info("settle answered superseded", "op", m.Protocol(), "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "attempt", rep.Attempt, "why", rep.Error)
 					superseded.Store(true)
 				}
 			}()
 		}
+		wg.Wait()
+		if superseded.Load() {
+			return errSuperseded
+		}
+		if err := ctx.Err(); err != nil {
+			// A cancelled caller (its work superseded, the node stopping)
+			// got no answers: nothing is settled, so nothing may be
+			// acknowledged.
+			return err
+		}
+		for ci, c := range calls {
+			if !failed[ci] {
+				answered[c.item] = true
+			}
+		}
+		var retry []call
+		var silent []string
+		for ci, c := range calls {
+			if failed[ci] && !answered[c.item] && !items[c.item].Lenient {
+				retry = append(retry, c)
+				silent = append(silent, rpc.ShortIDString(c.to.ID))
+			}
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		if round > 0 || time.Until(deadline) < settleCallTimeout {
+			n.log.Warn("settle unanswered", "probe", probe, "peers", silent)
+			return fmt.Errorf("%w (%s)", errUnsettled, strings.Join(silent, ", "))
+		}
+		for _, c := range retry {
+			n.freshConn(ctx, c.to)
+		}
+		calls = retry
 	}
-	wg.Wait()
-	if superseded.Load() {
-		return errSuperseded
+}
+
+// freshConn drops the connections to a peer that did not answer a
+// settle call in time and does not answer a ping either, so that the
+// next call dials anew instead of waiting on a connection a partition
+// left dead (no reset comes through a cut).
+func (n *Node) freshConn(ctx context.Context, to pack.Peer) {
+	id, err := peer.Decode(to.ID)
+	if err != nil || id == n.host.ID() || n.host.Network().Connectedness(id) != network.Connected {
+		return
 	}
-	return nil
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if res := <-ping.Ping(pctx, n.host, id); res.Error == nil {
+		return // alive and reachable, only slow
+	}
+	n.log.Info("dropping a connection that does not answer", "peer", rpc.ShortID(id))
+	_ = n.host.Network().ClosePeer(id)
+}
+
+// settleUntil settles items, trying again while they are unsettled; after
+// UnsettledGiveUp it marks them Lenient (their guardians count as gone).
+// It returns settle's last error otherwise (nil, errSuperseded, ctx's).
+func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle) error {
+	items = slices.Clone(items)
+	var unsettled unsettledClock
+	wait := 500 * time.Millisecond
+	for {
+		err := n.settle(ctx, attempt, items, "")
+		if !errors.Is(err, errUnsettled) {
+			return err
+		}
+		unsettled.mark()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 4*time.Second)
+		unsettled.maybeLenient(n, "", items)
+	}
 }
 
 // settleMsg is the guard operation that settles it.
-func settleMsg(it pack.Settle, attempt int, self pack.Peer) api.GuardRequest {
+func settleMsg(it pack.Settle, attempt int, self pack.Peer, by string) api.GuardRequest {
 	switch it.Kind {
 	case pack.SettleJoinForwarded:
 		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor}
 	case pack.SettleBranchStarted:
 		return api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
 	}
-	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt}
+	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, By: by}
 }
 
 // guardCall sends one guard message to a peer (or serves it here when the
 // peer is this one) within d, and returns the reply (Error set on
 // failure).
 func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) api.GuardReply {
+	rep, err := n.guardCallErr(ctx, to, m, d)
+	if err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	return rep
+}
+
+// guardCallErr is guardCall with the failure to get an answer (a bad
+// peer ID, no connection, a timeout) as an error, apart from an answer
+// that reports an error.
+func (n *Node) guardCallErr(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) (api.GuardReply, error) {
 	id, err := peer.Decode(to.ID)
 	if err != nil {
-		return api.GuardReply{Error: "bad peer id " + to.ID}
+		return api.GuardReply{}, fmt.Errorf("bad peer id %q: %w", to.ID, err)
 	}
 	if id == n.host.ID() {
-		return n.guardOp(id, m)
+		return n.guardOp(id, m), nil
 	}
 	n.learnAddrs(id, to.Addrs)
 	var rep api.GuardReply
 	if err := rpc.CallCBOR(ctx, n.host, id, m.Protocol(), m, &rep, d); err != nil {
-		return api.GuardReply{Error: err.Error()}
+		return api.GuardReply{}, err
 	}
-	return rep
+	return rep, nil
 }
 
 // releaseGuard serves a release of the guard copy key at attempt. Of a
@@ -139,6 +274,6 @@ func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardRequest, 
 // first wins (node/guard G1): a release that comes after a re-route was
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
-func (n *Node) releaseGuard(key string, attempt int) api.GuardReply {
-	return n.stepGuardReply(key, guard.Release{Attempt: attempt, At: time.Now().UTC()})
+func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
+	return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By})
 }

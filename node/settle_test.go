@@ -2,11 +2,21 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/rpc"
+	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
 )
 
@@ -49,5 +59,156 @@ func TestSupersededChainCompletionRefused(t *testing.T) {
 	}
 	if ack := complete(1); ack.Code == api.CodeSuperseded {
 		t.Errorf("completion of the re-routed attempt refused as superseded: %+v", ack)
+	}
+}
+
+// withSettle returns the pack raw with its settle list set to items.
+func withSettle(t *testing.T, raw []byte, items ...pack.Settle) []byte {
+	t.Helper()
+	p, err := pack.Decode(raw, pack.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Settle = items
+	b, err := pack.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// peerRef names a raw host as a pack peer.
+func peerRef(h host.Host) pack.Peer {
+	ref := pack.Peer{ID: h.ID().String()}
+	for _, a := range h.Addrs() {
+		ref.Addrs = append(ref.Addrs, a.String())
+	}
+	return ref
+}
+
+// countRuns counts the invocations of svc in a services record file.
+func countRuns(t *testing.T, recFile, svc string) int {
+	t.Helper()
+	recs, err := service.ReadRecords(recFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, r := range recs {
+		if r.Service == svc {
+			runs++
+		}
+	}
+	return runs
+}
+
+// waitHandedOn waits until the events file shows step handed on.
+func waitHandedOn(t *testing.T, evFile, step string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := events.Read(evFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type == events.HandedOn && e.Step == step {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("step %s was not handed on within 30s", step)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUnansweredSettleRefusesHandover is "no answer is not a release"
+// (issue 12, findings F1–F3) at a real node: a hand-off whose only
+// guardian to release does not answer (a real libp2p host, closed: cut
+// off or killed, the receiver cannot tell) is refused with the unsettled
+// code and nothing runs; the same hand-off with the item marked lenient
+// (the sender gave up waiting: the guardian was killed) is taken, and the
+// step runs once — counted in the services' invocation record. Before,
+// the receiver took the silent guardian as gone and acknowledged at once.
+func TestUnansweredSettleRefusesHandover(t *testing.T) {
+	dir := t.TempDir()
+	recFile := filepath.Join(dir, "invocations.jsonl")
+	evFile := filepath.Join(dir, "events.jsonl")
+	services := fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
+	cfg := testConfig(t, node.TestnetConfig(), services)
+	cfg.EventsFile = evFile
+	nf, _ := runNode(t, cfg)
+	h, id := rawHost(t, nf)
+	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := pack.Settle{Kind: pack.SettleGuard, Key: "wf-test|0", Attempt: 0, Peers: []pack.Peer{peerRef(gone)}}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := handoff(t, h, id, withSettle(t, packFor(t, "S1 S2"), item))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeUnsettled {
+		t.Fatalf("hand-off with an unanswered guardian: %+v, want refused with code %s", ack, api.CodeUnsettled)
+	}
+	item.Lenient = true
+	ack, err = handoff(t, h, id, withSettle(t, packFor(t, "S1 S2"), item))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ack.OK {
+		t.Fatalf("lenient hand-off: %+v, want OK", ack)
+	}
+	waitHandedOn(t, evFile, "0")
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1 (the refused hand-off must not run)", runs)
+	}
+}
+
+// TestSecondSuccessorRefused is guard invariant G8 on real nodes: a
+// sender hands the same step to receiver A and, its ack lost, to receiver
+// B. Both settle the step before it with the same guardian G; G was
+// released by A, so it answers B's release superseded, B refuses the
+// pack, and the step runs once (counted in the invocation record). Before
+// G8, G answered "released already" and the step ran on both.
+func TestSecondSuccessorRefused(t *testing.T) {
+	dir := t.TempDir()
+	recFile := filepath.Join(dir, "invocations.jsonl")
+	services := fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
+	gf := startNode(t, echoServices)
+	cfgA := testConfig(t, node.TestnetConfig(), services)
+	cfgA.EventsFile = filepath.Join(dir, "a-events.jsonl")
+	af, _ := runNode(t, cfgA)
+	bf, _ := runNode(t, testConfig(t, node.TestnetConfig(), services))
+
+	hg, g := rawHost(t, gf)
+	const key = "wf-test|0"
+	var rep api.GuardReply
+	store := api.GuardStore{Key: key, Pack: packFor(t, "S0 S1 S2"), Holder: peerRef(hg)}
+	if err := rpc.CallCBOR(context.Background(), hg, g, store.Protocol(), store, &rep, 10*time.Second); err != nil || !rep.OK {
+		t.Fatalf("store: %v %+v", err, rep)
+	}
+	gref := pack.Peer{ID: gf.PeerID, Addrs: gf.Addrs}
+	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleGuard, Key: key, Peers: []pack.Peer{gref}})
+
+	ha, a := rawHost(t, af)
+	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
+		t.Fatalf("hand-off to A: %v %+v, want OK", err, ack)
+	}
+	hb, b := rawHost(t, bf)
+	ack, err := handoff(t, hb, b, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeSuperseded {
+		t.Fatalf("hand-off of the same attempt to B: %+v, want refused with code %s", ack, api.CodeSuperseded)
+	}
+	waitHandedOn(t, cfgA.EventsFile, "0")
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
 	}
 }

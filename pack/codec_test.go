@@ -73,7 +73,7 @@ func TestRoundTrip(t *testing.T) {
 			p.Settle = []Settle{
 				{Kind: SettleGuard, Key: "wf-1|0", Attempt: 2, Peers: []Peer{{ID: "12D3KooWA", Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Zone: "z1"}}},
 				{Kind: SettleBranchStarted, Key: "j-1", Branch: 3, Peers: []Peer{{ID: "12D3KooWB"}, {ID: "12D3KooWC"}}},
-				{Kind: SettleJoinForwarded, Key: "j-2", Peers: []Peer{{ID: "12D3KooWD"}}, Epoch: 2, Actor: "12D3KooWE"},
+				{Kind: SettleJoinForwarded, Key: "j-2", Peers: []Peer{{ID: "12D3KooWD"}}, Epoch: 2, Actor: "12D3KooWE", Lenient: true},
 			}
 			return p
 		}},

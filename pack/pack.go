@@ -121,6 +121,11 @@ type Settle struct {
 	// copy that knows a newer actor answers superseded (join J7).
 	Epoch int    `cbor:"6,keyasint,omitempty" json:"epoch,omitempty"`
 	Actor string `cbor:"7,keyasint,omitempty" json:"actor,omitempty"`
+	// Lenient: a peer of this item that does not answer counts as gone.
+	// A sender sets it after its receivers refused the item as unsettled
+	// for longer than a partition is expected to last (its guardians
+	// were killed, not cut off).
+	Lenient bool `cbor:"8,keyasint,omitempty" json:"lenient,omitempty"`
 }
 
 // Pack is a message pack. Its Workflow always starts with the service the

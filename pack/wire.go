@@ -54,6 +54,7 @@ type wireSettle struct {
 	Peers   []wirePeer `cbor:"5,keyasint,omitempty"`
 	Epoch   int        `cbor:"6,keyasint,omitempty"`
 	Actor   string     `cbor:"7,keyasint,omitempty"`
+	Lenient bool       `cbor:"8,keyasint,omitempty"`
 }
 
 type wirePeer struct {
@@ -180,7 +181,7 @@ func toWire(p *Pack) (*wirePack, error) {
 		return nil, fmt.Errorf("deadline: %w", err)
 	}
 	for _, s := range p.Settle {
-		w.Settle = append(w.Settle, wireSettle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersToWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor})
+		w.Settle = append(w.Settle, wireSettle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersToWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor, Lenient: s.Lenient})
 	}
 	return w, nil
 }
@@ -316,7 +317,7 @@ func fromWire(w *wirePack) (*Pack, error) {
 		}
 	}
 	for _, s := range w.Settle {
-		p.Settle = append(p.Settle, Settle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersFromWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor})
+		p.Settle = append(p.Settle, Settle{Kind: s.Kind, Key: s.Key, Attempt: s.Attempt, Branch: s.Branch, Peers: peersFromWire(s.Peers), Epoch: s.Epoch, Actor: s.Actor, Lenient: s.Lenient})
 	}
 	if w.Sender != nil {
 		p.Sender = peerFromWire(*w.Sender)

@@ -120,21 +120,6 @@ func TestNetnsChaos(t *testing.T) {
 			if scenario == "isolate-holder" && sum.IsolatedStep == "" {
 				t.Errorf("isolate-holder isolated no step")
 			}
-			if len(sum.IsolatedNodes) > 0 && (!sum.IsolatedChainStopped || sum.ExecutionsDuplicated > 0 || sum.OnceViolations > 0) {
-				// Core findings, not fixed here (see the netns branch's
-				// report): after a heal, (F1) a cut-off holder hands its
-				// superseded attempt on and that chain runs on; (F2) after
-				// a cut-off join holder's replica took over, branch steps
-				// run again. Duplicated executions and once violations
-				// follow from them. Everything else is still asserted.
-				rest := *sum
-				rest.ExecutionsDuplicated, rest.OnceViolations = 0, 0
-				for _, msg := range chaosFailures(&rest) {
-					t.Error(msg)
-				}
-				t.Skipf("core finding after a partition (I1 / at-most-once): isolated chain stopped %v (%d stale hand-ons, %d superseded events at the isolated peer), %d duplicated executions, %d once violations: %v %v",
-					sum.IsolatedChainStopped, sum.IsolatedHandOns, sum.IsolatedSuperseded, sum.ExecutionsDuplicated, sum.OnceViolations, sum.Notes, sum.ExecutionDetails)
-			}
 			for _, msg := range chaosFailures(sum) {
 				t.Error(msg)
 			}

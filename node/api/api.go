@@ -53,6 +53,10 @@ const (
 	// CodeSuperseded: the work belongs to a chain a guardian re-routed
 	// (a newer attempt of an earlier step is out): it stops here.
 	CodeSuperseded = "superseded"
+	// CodeUnsettled: no guardian of some settle item answered (cut off or
+	// gone): nothing was taken; the sender keeps the work and tries again
+	// (issue 12).
+	CodeUnsettled = "unsettled"
 )
 
 // Delivery is a branch's end: its result for the join holder.

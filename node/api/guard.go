@@ -53,10 +53,20 @@ type GuardStore struct {
 // Probe set nothing is dropped: the answer says what a release would be
 // answered (a join or an origin asks before it records a branch end or a
 // completion).
+//
+// Rerouted comes from the primary guardian to the other guardians of an
+// attempt it re-routed: a later release of that attempt is answered
+// Superseded there too (node/guard G7).
 type GuardRelease struct {
-	Key     string `cbor:"1,keyasint"`
-	Attempt int    `cbor:"2,keyasint,omitempty"`
-	Probe   bool   `cbor:"3,keyasint,omitempty"`
+	Key      string `cbor:"1,keyasint"`
+	Attempt  int    `cbor:"2,keyasint,omitempty"`
+	Probe    bool   `cbor:"3,keyasint,omitempty"`
+	Rerouted bool   `cbor:"4,keyasint,omitempty"`
+	// By is the successor that releases: the receiver of the hand-off of
+	// the next step (empty from holders, joins and origins). A release of
+	// the same attempt by another successor is answered Superseded
+	// (node/guard G8).
+	By string `cbor:"5,keyasint,omitempty"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its

@@ -36,7 +36,8 @@
 //     never resurrects work that moved on.
 //   - G3 (one re-route per attempt): only a primary guardian re-routes; a
 //     backup asks the primary first and acts only when it cannot be
-//     reached. A re-route is claimed once per attempt and holder; a second
+//     reached or knows nothing of the step (it never heard the holder's
+//     ack). A re-route is claimed once per attempt and holder; a second
 //     suspicion or hand-back of the same attempt finds nothing to do.
 //   - G4 (at most once stays at most once): an at-most-once step whose
 //     holder vanished is never re-run: [GiveUp] with Supersede marks the
@@ -49,6 +50,20 @@
 //     a join or an origin can refuse a superseded chain's branch end or
 //     completion before it records it, and still release the guardians
 //     only once it has.
+//   - G8 (one successor per attempt): a release names the successor
+//     that took the step's next hop (By; empty when a holder, a join or
+//     an origin releases). The tombstone keeps the first successor, and a
+//     release of the same attempt by another successor is answered
+//     Superseded: a sender whose hand-off ack was lost (a cut, a stream
+//     timeout) and that handed the next step to a second peer starts one
+//     chain, not two — the second receiver refuses the pack.
+//   - G7 (every guardian of a re-routed attempt says so): when the primary
+//     re-routes (or gives up on an at-most-once step), it tells the old
+//     attempt's other guardians with a Release marked Rerouted; their
+//     tombstone then answers a late release of that attempt Superseded,
+//     as the primary would. A successor that reaches only a backup (the
+//     primary cut off from it by a partition) still stops the superseded
+//     chain (issue 12, finding F1).
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -106,10 +121,14 @@ func (r *Record) clone() *Record {
 	return &c
 }
 
-// Mark is a release tombstone: the step moved on at Attempt.
+// Mark is a release tombstone: the step moved on at Attempt, or (Rerouted)
+// Attempt was re-routed by the primary and a release of it is superseded.
 type Mark struct {
-	At      time.Time `cbor:"1,keyasint"`
-	Attempt int       `cbor:"2,keyasint"`
+	At       time.Time `cbor:"1,keyasint"`
+	Attempt  int       `cbor:"2,keyasint"`
+	Rerouted bool      `cbor:"3,keyasint,omitempty"`
+	// By is the successor whose release raised the mark (G8).
+	By string `cbor:"4,keyasint,omitempty"`
 }
 
 // Guard is everything one guardian knows of one step key.
@@ -197,6 +216,9 @@ type Order struct {
 	Tried   []string
 	Since   time.Time
 	Why     string
+	// Handback: the holder asked for the re-route itself (it drains
+	// before a power cut): it is alive, nothing needs checking first.
+	Handback bool
 }
 
 // Ask asks the node to wait for the primary guardian, then ask it about
@@ -214,7 +236,8 @@ type Notice struct {
 	Attempt int
 }
 
-// ReleaseOld releases the backups of a superseded attempt.
+// ReleaseOld releases the backups of a superseded attempt, marking it
+// re-routed there (a Release with Rerouted set, G7).
 type ReleaseOld struct {
 	Peers   []pack.Peer
 	Attempt int
@@ -261,11 +284,18 @@ type Store struct {
 // Release: the holder (or its successor) moved the step on at Attempt.
 // Probe asks what a release would be answered without releasing anything
 // (a join or an origin asks before it records a branch end or a
-// completion, so that it can refuse a superseded chain's, G6).
+// completion, so that it can refuse a superseded chain's, G6). Rerouted
+// comes from the primary guardian: Attempt was re-routed, so a later
+// release of it is answered Superseded (G7).
+//
+// By names the successor that releases (G8): empty from holders, joins
+// and origins.
 type Release struct {
-	Attempt int
-	At      time.Time
-	Probe   bool
+	Attempt  int
+	At       time.Time
+	Probe    bool
+	Rerouted bool
+	By       string
 }
 
 // MovedOn: the step is known to have moved on at Attempt while Holder held
@@ -412,7 +442,9 @@ func (g *Guard) Step(ev Event) Ready {
 		if g.rerouting {
 			return Ready{Reply: &Reply{OK: true}} // under way already
 		}
-		return Ready{Reply: &Reply{OK: true}, Reroute: g.order(e.Why)}
+		o := g.order(e.Why)
+		o.Handback = true
+		return Ready{Reply: &Reply{OK: true}, Reroute: o}
 	case PrimaryAnswer:
 		return g.primaryAnswer(e)
 	case Claim:
@@ -438,10 +470,16 @@ func (g *Guard) Step(ev Event) Ready {
 		}
 		g.rerouting = false
 		at := g.copy.Attempt
+		var old *ReleaseOld
 		if e.Supersede {
 			at++
+			if len(g.copy.Backups) > 0 {
+				old = &ReleaseOld{Peers: slices.Clone(g.copy.Backups), Attempt: g.copy.Attempt}
+			}
 		}
-		return g.forget(at, e.At)
+		rd := g.forget(at, e.At)
+		rd.ReleaseOld = old
+		return rd
 	case Aborted:
 		g.rerouting = false
 		return Ready{}
@@ -487,7 +525,8 @@ func (g *Guard) store(e Store) Ready {
 func (g *Guard) release(e Release) Ready {
 	if e.Probe {
 		superseded := (g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting))) ||
-			(g.copy == nil && g.mark != nil && g.mark.Attempt > e.Attempt)
+			(g.copy == nil && g.mark != nil && (g.mark.Attempt > e.Attempt || (g.mark.Attempt == e.Attempt && g.mark.Rerouted) ||
+				(g.mark.Attempt == e.Attempt && e.By != "" && g.mark.By != "" && g.mark.By != e.By)))
 		r := g.Status()
 		r.Superseded = superseded
 		return Ready{Reply: &r}
@@ -497,14 +536,32 @@ func (g *Guard) release(e Release) Ready {
 		return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Attempt: g.copy.Attempt}}
 	}
 	if g.copy == nil && g.mark != nil {
-		if g.mark.Attempt > e.Attempt {
+		if g.mark.Attempt > e.Attempt || (g.mark.Attempt == e.Attempt && g.mark.Rerouted && !e.Rerouted) {
 			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
 		}
-		if g.mark.Attempt == e.Attempt {
+		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && e.By != "" && g.mark.By != "" && g.mark.By != e.By {
+			// G8: released by another successor first.
+			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
+		}
+		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && !e.Rerouted && g.mark.By == "" && e.By != "" {
+			g.mark.By = e.By
+			return Ready{Persist: PersistForget, Reply: &Reply{OK: true}}
+		}
+		if g.mark.Attempt == e.Attempt && (g.mark.Rerouted || !e.Rerouted) {
 			return Ready{Reply: &Reply{OK: true}} // released already
 		}
+		// A re-route mark over a release of the same attempt: the
+		// release came first and was answered; keep it (G1).
+		if g.mark.Attempt == e.Attempt {
+			return Ready{Reply: &Reply{OK: true, Known: true, Released: true, Attempt: g.mark.Attempt}}
+		}
 	}
+	raised := g.mark == nil || g.mark.Attempt < e.Attempt
 	rd := g.forget(e.Attempt, e.At)
+	if raised {
+		g.mark.Rerouted = e.Rerouted
+		g.mark.By = e.By
+	}
 	rd.Reply = &Reply{OK: true}
 	return rd
 }
@@ -536,11 +593,14 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 	}
 	r := e.Reply
 	switch {
-	case !e.Reached:
-		// The primary is gone too: this backup acts (G3).
+	case !e.Reached || !r.Known:
+		// The primary is gone too, or never heard the holder's ack (its
+		// hand-off's answer was lost: it keeps no copy and no tombstone,
+		// and may have handed the step to another peer, which G8 refused):
+		// this backup acts (G3).
 		g.copy.Role = RolePrimary
 		return Ready{Persist: PersistSave, Reroute: g.order(e.Why)}
-	case r.Released || !r.Known:
+	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)
 	case r.Holder.ID != e.Silent || r.Attempt > g.copy.Attempt:
 		// The primary re-routed: follow the new holder.

@@ -44,7 +44,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0),
 			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: script.Peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true"}
+		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"]}
 	case "moved-on":
 		ev = MovedOn{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
@@ -170,6 +170,12 @@ func state(g *Guard) string {
 	}
 	if m := g.Mark(); m != nil {
 		s += fmt.Sprintf(" released@%d", m.Attempt)
+		if m.Rerouted {
+			s += "(rerouted)"
+		}
+		if m.By != "" {
+			s += "(by " + m.By + ")"
+		}
 	}
 	if g.rerouting {
 		s += " rerouting"

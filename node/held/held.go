@@ -245,6 +245,9 @@ const (
 const (
 	CodeSuperseded = "superseded"
 	CodeInternal   = "internal"
+	// CodeUnsettled: no guardian of a settle item answered; the sender
+	// keeps the work and tries again.
+	CodeUnsettled = "unsettled"
 )
 
 // Reply is the answer to the request that stepped the holder.
@@ -327,6 +330,9 @@ const (
 	SettleSuperseded
 	// SettleInterrupted: the settling stopped before every answer came.
 	SettleInterrupted
+	// SettleUnsettled: no peer of some settle item answered (it may be cut
+	// off and re-routing): the hand-over is refused, the sender keeps it.
+	SettleUnsettled
 )
 
 // Settled: the hand-over's settle items were carried out (Err explains
@@ -503,6 +509,10 @@ func (h *Holder) settled(e Settled) Ready {
 			Notes: []Note{{Kind: "superseded", Reason: "refused at its next hop"}}}
 	}
 	h.phase = PhaseDone
+	if e.Result == SettleUnsettled {
+		return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+			Reply: &Reply{Code: CodeUnsettled, Error: "no guardian of the step before answered: " + e.Err}}
+	}
 	return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
 		Reply: &Reply{Code: CodeInternal, Error: "settling the hand-over was interrupted: " + e.Err}}
 }

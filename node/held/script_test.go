@@ -56,7 +56,7 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 	case "backups":
 		ev = BackupsRecruited{Peers: script.Peers(a["peers"])}
 	case "settled":
-		res := map[string]SettleResult{"ok": SettleOK, "superseded": SettleSuperseded, "interrupted": SettleInterrupted}[a["result"]]
+		res := map[string]SettleResult{"ok": SettleOK, "superseded": SettleSuperseded, "interrupted": SettleInterrupted, "unsettled": SettleUnsettled}[a["result"]]
 		ev = Settled{Result: res, Err: "context canceled"}
 	case "restored":
 		ev = Restored{}

@@ -438,6 +438,10 @@ const (
 	// RefuseSuperseded: a continuation forwarded by an actor older than
 	// the one this copy knows (J7): the receiver refuses that pack.
 	RefuseSuperseded
+	// RefuseUnsettled: the node could not ask the guardians of the
+	// branch's last step (none answered); nothing was recorded, the
+	// sender tries again. The node sets it, never the machine.
+	RefuseUnsettled
 )
 
 // Ack is the answer to the event's sender.
