@@ -357,19 +357,28 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		head.Name, head.Path, rpc.ShortID(n.host.ID()), n.cfg.Zone, retries+1, lastErr)
 }
 
+// errChainSuperseded: the receiver refused a hand-off because a guardian
+// re-routed an earlier step of its chain. It is also errCancelled (the
+// sender stops as for a cancel) and errSuperseded (the sender's work is
+// superseded, not handed on).
+var errChainSuperseded = fmt.Errorf("%w: %w", errCancelled, errSuperseded)
+
 // dispatch peels the residual p.Workflow and moves it on: a service head is
 // handed to a chosen peer; a FORK, FIRST or FAILOVER head starts a join here.
-func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
+// It returns errSuperseded when the receiver refused the hand-off because
+// the chain was superseded (the caller's work is superseded, not handed
+// on), and nil otherwise: a failure is reported to the join or origin.
+func (n *Node) dispatch(ctx context.Context, p *pack.Pack) error {
 	head, rest, err := n.peelWaiting(ctx, p)
 	if errors.Is(err, errCancelled) || ctx.Err() != nil {
-		return
+		return nil
 	}
 	if err != nil {
 		msg := fmt.Sprintf("workflow %s: %v", p.WorkflowID, err)
 		if ferr := n.finishBranch(ctx, p, false, msg); ferr != nil {
 			n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
 		}
-		return
+		return nil
 	}
 	switch head.Kind {
 	case grammar.HeadService:
@@ -380,8 +389,11 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 		p.Workflow = &grammar.Workflow{Steps: steps}
 		p.Attempt = 0
 		if err := n.handoff(ctx, p, nil); err != nil {
+			if errors.Is(err, errSuperseded) {
+				return errSuperseded
+			}
 			if errors.Is(err, errCancelled) || ctx.Err() != nil {
-				return
+				return nil
 			}
 			if ferr := n.finishBranch(ctx, p, false, err.Error()); ferr != nil {
 				n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
@@ -390,6 +402,7 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) {
 	default:
 		n.startJoin(ctx, p, head, rest)
 	}
+	return nil
 }
 
 // handoff sends p (whose head is a service) to a chosen peer and waits for
@@ -490,8 +503,11 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.OK {
 				return target, ack.Guardians, nil
 			}
-			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {
+			if ack.Code == api.CodeCancelled {
 				return "", nil, errCancelled
+			}
+			if ack.Code == api.CodeSuperseded {
+				return "", nil, errChainSuperseded
 			}
 			if ack.Code == api.CodeUnsettled {
 				unsettled.mark()
@@ -525,9 +541,12 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				n.tt.view.Alive(target.String())
 				return target, ack.Guardians, nil
 			}
-			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {
-				// Superseded: this chain was re-routed upstream; it ends here.
+			if ack.Code == api.CodeCancelled {
 				return "", nil, errCancelled
+			}
+			if ack.Code == api.CodeSuperseded {
+				// This chain was re-routed upstream; it ends here.
+				return "", nil, errChainSuperseded
 			}
 			if ack.Code == api.CodeBadPack {
 				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)

@@ -730,7 +730,7 @@ func (n *Node) redispatch(ctx context.Context, key string, p *pack.Pack, o guard
 	p.Attempt = o.Attempt + 1
 	n.log.Warn("re-routing", "key", key, "step", "(dispatch)", "attempt", p.Attempt, "silent", rpc.ShortIDString(o.Holder.ID))
 	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Attempt: p.Attempt, Peer: o.Holder.ID, Reason: "origin silent before its first hand-off"})
-	n.dispatch(ctx, p)
+	_ = n.dispatch(ctx, p) // a superseded re-dispatch ends here
 }
 
 // guardDecoders decodes the request of each reliability protocol (one

@@ -299,12 +299,13 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 	case len(next.Workflow.Steps) == 0:
 		err = n.finishBranch(ctx, next, true, "")
 	default:
-		n.dispatch(ctx, next)
+		err = n.dispatch(ctx, next)
 	}
 	if errors.Is(err, errSuperseded) {
-		// The join or the origin refused it: a guardian re-routed this
-		// step, so this holder is superseded even if its notice was lost.
-		n.stepHeldBackground(s, held.Superseded{Attempt: next.Attempt + 1})
+		// The next holder, the join or the origin refused it: a guardian
+		// re-routed this step, so this holder is superseded even if its
+		// notice was lost.
+		n.stepHeldBackground(s, held.Superseded{Attempt: s.view().Record().Attempt() + 1})
 		return false
 	}
 	if err != nil {

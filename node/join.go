@@ -303,7 +303,7 @@ func (n *Node) startBranches(ctx context.Context, c *joinCopy, idx []int) {
 func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer.ID]bool) {
 	head, rest, err := grammar.Peel(p.Workflow, n.selector(p))
 	if err != nil || head.Kind != grammar.HeadService {
-		n.spawn(func(ctx context.Context) { n.dispatch(ctx, p) })
+		n.spawn(func(ctx context.Context) { _ = n.dispatch(ctx, p) })
 		return
 	}
 	steps := []grammar.Step{head.Service}
@@ -418,7 +418,7 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 		}
 	default:
 		p.Workflow = rest
-		n.dispatch(ctx, p)
+		_ = n.dispatch(ctx, p)
 		if ctx.Err() != nil {
 			return
 		}

@@ -247,6 +247,11 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 			first, opts.StepMillis, opts.StepMillis, opts.StepMillis, opts.StepMillis))
 		sum.Notes = append(sum.Notes, fmt.Sprintf("sleepA lasts %d ms (the cut plus 1.5 s, so the heal lands inside it)", first))
 	}
+	if opts.Scenario == "flapping-link" && opts.StepMillis < flapStepMillis {
+		// Steps long enough that work is held across the flaps.
+		input = json.RawMessage(fmt.Sprintf(`{"sleep_ms": %d}`, flapStepMillis))
+		sum.Notes = append(sum.Notes, fmt.Sprintf("every sleep step lasts %d ms, so work is held across the flaps", flapStepMillis))
+	}
 	if len(m.RecordFiles()) == 0 {
 		sum.Notes = append(sum.Notes, "the services file names no record file: executions were not counted")
 	}
@@ -761,7 +766,7 @@ func (r *chaosRun) strike(ctx context.Context) ([]int, error) {
 		return r.pairRandom(ctx)
 	case "join-paused":
 		return nil, r.joinPaused(ctx)
-	case "isolate-holder", "isolate-join-holder", "split-zones", "lossy":
+	case "isolate-holder", "isolate-join-holder", "split-zones", "lossy", "flapping-link":
 		return nil, r.strikeNetns(ctx)
 	case "zone-plus-one":
 		idx, err := r.await(ctx, targetWait, "zone holding work besides the entry's, and a peer holding work in another zone", func(snap []nodeActivity) []int {
@@ -784,7 +789,7 @@ func (r *chaosRun) strike(ctx context.Context) ([]int, error) {
 		r.notef("zone %s (nodes %v) plus node %d of zone %s", m.Nodes[idx[0]].Zone, idx[:len(idx)-1], idx[len(idx)-1], m.Nodes[idx[len(idx)-1]].Zone)
 		return killAndKeep(idx)
 	}
-	return nil, nil
+	return nil, fmt.Errorf("chaos: no strike for scenario %q", r.opts.Scenario)
 }
 
 // zoneOf lists the nodes of node i's zone.

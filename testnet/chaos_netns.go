@@ -26,10 +26,25 @@ import (
 //     see the third zone
 //   - lossy: 5 % of the packets every node receives are dropped (every
 //     link, both ways) until every workflow has ended
+//   - flapping-link: a peer (not the entry) running a step has its link
+//     cut and healed again and again (FlapCuts: cuts shorter and longer
+//     than detection, 1.5 s healed between), as a mesh radio at the edge
+//     of its range does
 //
 // The first step (sleepA) of isolate-holder lasts the cut plus 1.5 s, so
 // that the heal lands while the isolated peer still runs it.
-var NetnsScenarios = []string{"isolate-holder", "isolate-join-holder", "split-zones", "lossy"}
+var NetnsScenarios = []string{"isolate-holder", "isolate-join-holder", "split-zones", "lossy", "flapping-link"}
+
+// FlapCuts are the cuts of the flapping-link scenario, in order, each
+// followed by FlapHealed of connectivity: some shorter than a cut's
+// detection (3–4 s), some longer.
+var FlapCuts = []time.Duration{time.Second, 4500 * time.Millisecond, 1500 * time.Millisecond, 5 * time.Second, time.Second}
+
+// FlapHealed is how long the flapping link stays up between cuts.
+const FlapHealed = 1500 * time.Millisecond
+
+// flapStepMillis is the least sleep step of the flapping-link scenario.
+const flapStepMillis = 1500
 
 // IsolateFor is how long the partition scenarios keep their cut unless
 // ChaosOptions.CutFor says otherwise.
@@ -100,6 +115,12 @@ func (r *chaosRun) strikeNetns(ctx context.Context) error {
 			r.notef("split-zones with %d zones: no middle zone sees both halves", len(m.Zones))
 		}
 		return r.isolate(ctx, isolation{nodes: m.zoneOf(idx[0])}, m.zoneOf(entry))
+	case "flapping-link":
+		idx, err := r.await(ctx, targetWait, "peer (not the entry) running a step", first(running))
+		if err != nil {
+			return err
+		}
+		return r.flap(ctx, idx[0])
 	}
 	return fmt.Errorf("chaos: unknown network scenario %q", r.opts.Scenario)
 }
@@ -135,6 +156,38 @@ func (r *chaosRun) isolate(ctx context.Context, iso isolation, from []int) error
 	default:
 		r.notef("cut node %d off while it ran %s step %s (attempt %d) for %s; it no longer held the step at the heal", iso.nodes[0], iso.workflow, iso.step, iso.attempt, r.opts.CutFor)
 	}
+	r.isolations = append(r.isolations, iso)
+	return nil
+}
+
+// flap cuts node i off from every other node for each of FlapCuts in
+// turn, healing for FlapHealed after each. The I1 checks treat node i as
+// isolated for the whole run.
+func (r *chaosRun) flap(ctx context.Context, i int) error {
+	m := r.m
+	iso := isolation{nodes: []int{i}, from: time.Now()}
+	r.sum.IsolatedNodes = append(r.sum.IsolatedNodes, i)
+	for k, cut := range FlapCuts {
+		if err := m.Partition(iso.nodes, nil); err != nil {
+			return fmt.Errorf("chaos %s: %w", r.opts.Scenario, err)
+		}
+		fmt.Fprintf(r.opts.Progress, "flap %d: cut node %d off for %s at %s\n", k+1, i, cut, time.Since(r.start).Round(time.Millisecond))
+		slept := sleepCtx(ctx, cut)
+		if err := m.Heal(); err != nil {
+			return fmt.Errorf("chaos %s: %w", r.opts.Scenario, err)
+		}
+		if !slept || !sleepCtx(ctx, FlapHealed) {
+			return ctx.Err()
+		}
+		if k%2 == 1 {
+			// New work handed on across the flapping link.
+			if err := r.submit(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	iso.healed = time.Now()
+	r.notef("flapped node %d's link %d times (cuts %v, %s up between)", i, len(FlapCuts), FlapCuts, FlapHealed)
 	r.isolations = append(r.isolations, iso)
 	return nil
 }
