@@ -458,7 +458,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			// Every peer left refused it as unsettled: wait, then try
 			// them all again.
 			deadline = time.Now().Add(n.cfg.NoPeerWait)
-			unsettled.maybeLenient(n, p.WorkflowID, p.Settle)
+			unsettled.maybeLenient(ctx, n, p.WorkflowID, p.Settle)
 			select {
 			case <-ctx.Done():
 				return "", nil, ctx.Err()
@@ -591,12 +591,21 @@ func (u *unsettledClock) since() time.Duration {
 	return time.Since(u.first)
 }
 
+// unsettledQuick is how long unsettled refusals last before a sender that
+// reaches the rest of the mesh takes the unanswering peers as killed: a
+// healed cut is redialled well within it (settleRounds tries fresh
+// connections at once).
+const unsettledQuick = 6 * time.Second
+
 // maybeLenient marks every settle item Lenient once the refusals have
-// lasted UnsettledGiveUp: guardians that have not answered for that long
-// are taken as killed rather than cut off (I3: two kills never stall the
-// work).
-func (u *unsettledClock) maybeLenient(n *Node, workflow string, items []pack.Settle) {
-	if u.lenient || u.since() < n.cfg.UnsettledGiveUp {
+// lasted unsettledQuick while this peer reaches other peers (it is not
+// the one cut off, so the peers that do not answer were killed: I3, two
+// kills never stall the work), or UnsettledGiveUp in any case.
+func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) {
+	if u.lenient || u.since() < unsettledQuick {
+		return
+	}
+	if u.since() < n.cfg.UnsettledGiveUp && n.cutOff(ctx, "") {
 		return
 	}
 	u.lenient = true
@@ -798,7 +807,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 			}
 			lastErr = fmt.Errorf("%s refused: %s", rpc.ShortID(id), ack.Error)
 		}
-		unsettled.maybeLenient(n, "", settle)
+		unsettled.maybeLenient(ctx, n, "", settle)
 		n.log.Warn("delivery failed; will retry", "proto", proto, "err", lastErr, "in", wait)
 		select {
 		case <-ctx.Done():

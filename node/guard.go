@@ -519,7 +519,7 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 // long enough to redial after a healed cut (a release it missed is then
 // found), short enough that a holder killed with its backup is re-routed
 // soon (I3).
-const coGuardianWait = 10 * time.Second
+const coGuardianWait = 5 * time.Second
 
 // mayReroute asks, before a re-route of o, whether the step may have moved
 // on without this guardian hearing of it (its release lost to a
@@ -595,6 +595,9 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) (movedOn, reached bool, asked int) {
 	self := n.host.ID().String()
 	var peers []pack.Peer
+	// c.Primary too, though a backup re-routes only once its primary did
+	// not answer (askPrimary): after a cut the primary may answer now,
+	// released.
 	for _, b := range append([]pack.Peer{c.Primary}, c.Backups...) {
 		if b.ID != "" && b.ID != self && b.ID != c.Holder.ID {
 			peers = append(peers, b)

@@ -224,7 +224,7 @@ func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 4*time.Second)
-		unsettled.maybeLenient(n, "", items)
+		unsettled.maybeLenient(ctx, n, "", items)
 	}
 }
 

@@ -56,7 +56,9 @@
 //   - J6 (each branch started once): a branch's first holder registers
 //     with every copy before it acknowledges the pack (BranchStarted), so a
 //     copy that takes over starts only branches nobody holds and none has
-//     ended.
+//     ended. A second holder of the same start (same actor, same attempt:
+//     the actor's hand-off to the first timed out and it tried another)
+//     is answered superseded and refuses the pack: one chain per branch.
 //   - J7 (one continuation after a false suspicion): a copy that takes
 //     over acts at the next epoch and tells every other copy, the primary
 //     included (NewActor); an acting copy that hears of a newer actor
@@ -713,6 +715,12 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		}
 		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt > ev.Attempt {
 			return none()
+		}
+		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt == ev.Attempt && old.Holder.ID != ev.Holder.ID {
+			// J6: the same start reached a second holder (the actor's
+			// hand-off to the first timed out); the first holds it.
+			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
+				"join %s: branch %d (attempt %d) is held by %s already", j.rec.ID, ev.Branch, ev.Attempt, old.Holder.ID)}}
 		}
 		r := none()
 		if j.Token().Before(ev.Token) {
