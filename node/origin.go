@@ -349,6 +349,13 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	if !json.Valid(input) {
 		return api.Status{}, fmt.Errorf("the workflow input is not valid JSON")
 	}
+	// Accepted durably or refused (capacity.go): beyond MaxWorkflows
+	// running workflows the submission is refused, nothing recorded.
+	admitted, err := n.admitWorkflow()
+	if err != nil {
+		return api.Status{}, err
+	}
+	defer admitted()
 	grammar.AssignPaths(w)
 	services, _, _ := grammar.Stats(w)
 	id := newID("wf")
@@ -552,6 +559,9 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 	switch r.Op {
 	case api.OpSubmit:
 		st, err := n.Submit(r.FileName, r.Source, r.Input)
+		if errors.Is(err, errBusy) {
+			return api.ClientResponse{Error: err.Error(), Code: api.CodeBusy}
+		}
 		if err != nil {
 			return api.ClientResponse{Error: err.Error()}
 		}

@@ -46,7 +46,21 @@ type announcement struct {
 	// Sched is the issued_at (Unix nanoseconds) of the signed timetable the
 	// peer holds, 0 for none: a peer holding an older one fetches it.
 	Sched int64 `json:"sched,omitempty"`
+	// Slots is the peer's limit on concurrent step executions, Free how
+	// many of them are free and Room how many more steps its queue takes
+	// before it refuses them as busy (package node/bulkhead). A peer that
+	// announces no Slots (an older version) is not known to be full.
+	Slots int `json:"slots,omitempty"`
+	Free  int `json:"free,omitempty"`
+	Room  int `json:"room,omitempty"`
 }
+
+// full reports whether the peer announced that it would refuse a step as
+// busy (no free slot and no room in its queue).
+func (a announcement) full() bool { return a.Slots > 0 && a.Free == 0 && a.Room == 0 }
+
+// waits reports whether a step sent to the peer would wait for a slot.
+func (a announcement) waits() bool { return a.Slots > 0 && a.Free == 0 }
 
 type presenceEntry struct {
 	ann      announcement
@@ -250,7 +264,11 @@ func (p *presence) self(bump bool) announcement {
 	if bump {
 		seq = p.seq.Add(1)
 	}
+	slots, free, room := n.capacity()
 	return announcement{
+		Slots:    slots,
+		Free:     free,
+		Room:     room,
 		ID:       n.host.ID().String(),
 		Addrs:    addrs,
 		Zone:     n.cfg.Zone,
@@ -294,6 +312,16 @@ func (p *presence) live() map[peer.ID]announcement {
 		out[id] = e.ann
 	}
 	return out
+}
+
+// noteFull records that a peer refused a step as busy: until its next
+// announcement, peer choice takes it as full.
+func (p *presence) noteFull(id peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.peers[id]; ok && e.ann.Slots > 0 {
+		e.ann.Free, e.ann.Room = 0, 0
+	}
 }
 
 // forget drops a peer from the view (it was found silent or dead).

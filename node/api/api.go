@@ -53,6 +53,11 @@ const (
 	// CodeSuperseded: the work belongs to a chain a guardian re-routed
 	// (a newer attempt of an earlier step is out): it stops here.
 	CodeSuperseded = "superseded"
+	// CodeBusy: the peer is at its limits (its queue of steps waiting for
+	// an execution slot is full, or, for a submission, it is the origin of
+	// as many running workflows as it takes). Nothing was journaled: try
+	// another peer, or the same one later. It is not a failure of the peer.
+	CodeBusy = "busy"
 )
 
 // Delivery is a branch's end: its result for the join holder.
@@ -129,6 +134,9 @@ type ClientResponse struct {
 	// Refused (OpPeers) lists the peers the node refused recently: not
 	// members, unauthorized clients (see package node/member).
 	Refused []RefusedPeer `cbor:"12,keyasint,omitempty"`
+	// Code classifies Error when it is one of the refusal codes a client
+	// acts on (CodeBusy: nothing was recorded, submit again later).
+	Code string `cbor:"13,keyasint,omitempty"`
 }
 
 // Workflow states.

@@ -1,0 +1,292 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/node/member"
+	"github.com/bedwe/bedwe/node/service"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// countingService is an HTTP endpoint that http services of test nodes
+// call: it keeps its own record of how many invocations run at once, per
+// peer and per peer and service (the service's own count, not the node's
+// report), and answers each after hold, or when release is closed if
+// hold is 0.
+type countingService struct {
+	url     string
+	hold    time.Duration
+	release chan struct{}
+	started chan service.Request // every invocation, if not nil (buffered)
+
+	mu        sync.Mutex
+	now, peak map[string]int // by peer, and by peer+"/"+service
+	calls     map[string]int // by idempotency key
+}
+
+func newCountingService(t testing.TB, hold time.Duration) *countingService {
+	t.Helper()
+	c := &countingService{hold: hold, release: make(chan struct{}), now: map[string]int{}, peak: map[string]int{}, calls: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(srv.Close)
+	t.Cleanup(c.open)
+	c.url = srv.URL
+	return c
+}
+
+// open releases every held invocation, now and later (idempotent).
+func (c *countingService) open() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.release:
+	default:
+		close(c.release)
+	}
+}
+
+func (c *countingService) serve(w http.ResponseWriter, r *http.Request) {
+	var req service.Request
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	keys := []string{req.Peer, req.Peer + "/" + req.Service}
+	c.mu.Lock()
+	c.calls[req.IdempotencyKey]++
+	for _, k := range keys {
+		c.now[k]++
+		c.peak[k] = max(c.peak[k], c.now[k])
+	}
+	c.mu.Unlock()
+	if c.started != nil {
+		c.started <- req
+	}
+	if c.hold > 0 {
+		time.Sleep(c.hold) // the service's run time
+	} else {
+		select {
+		case <-c.release:
+		case <-r.Context().Done():
+		}
+	}
+	c.mu.Lock()
+	for _, k := range keys {
+		c.now[k]--
+	}
+	c.mu.Unlock()
+	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+// peaks returns a copy of the peak concurrency by key.
+func (c *countingService) peaks() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.peak))
+	for k, v := range c.peak {
+		out[k] = v
+	}
+	return out
+}
+
+// invocations returns the number of distinct attempts and of repeated ones.
+func (c *countingService) invocations() (distinct, repeated int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.calls {
+		distinct++
+		repeated += n - 1
+	}
+	return distinct, repeated
+}
+
+// capacityConfig is a test node with the given limits; submissions are
+// not rate limited (the tests measure the bulkheads, not the limiter).
+func capacityConfig(t testing.TB, base node.Config, services string, maxConcurrent, queue, maxWorkflows int) node.Config {
+	cfg := testConfig(t, base, services)
+	cfg.MaxConcurrent, cfg.QueueLength, cfg.MaxWorkflows = maxConcurrent, queue, maxWorkflows
+	cfg.Limits = member.Limits{Handoffs: member.Rate{PerSecond: 10000, Burst: 10000}, Submits: member.Rate{PerSecond: 10000, Burst: 10000}}
+	return cfg
+}
+
+// TestBulkheadLimitsConcurrentSteps floods one node with single-step
+// workflows of two services, one declaring max_concurrent: 2, the node
+// allowing 3 at once, and checks with the service's own count that
+// neither limit was ever exceeded, and that both were reached.
+func TestBulkheadLimitsConcurrentSteps(t *testing.T) {
+	svc := newCountingService(t, 60*time.Millisecond)
+	services := fmt.Sprintf("version: 1\nservices:\n  slow: {kind: http, url: %q, max_concurrent: 2}\n  other: {kind: http, url: %q}\n", svc.url, svc.url)
+	nf, _ := runNode(t, capacityConfig(t, node.DefaultConfig(), services, 3, 64, 0))
+	cl, err := client.Dial(context.Background(), nf.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var ids []string
+	for i := range 24 {
+		src := "slow"
+		if i%2 == 1 {
+			src = "other"
+		}
+		st, err := cl.Submit(ctx, "wf", src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, st.ID)
+	}
+	for _, id := range ids {
+		final, err := cl.Wait(ctx, id, 20*time.Millisecond, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final.State != api.StateSucceeded {
+			t.Fatalf("workflow %s: %s %s", id, final.State, final.Error)
+		}
+	}
+	peaks := svc.peaks()
+	if got := peaks[nf.PeerID]; got != 3 {
+		t.Errorf("at most %d steps ran at once on the node; want exactly its limit, 3", got)
+	}
+	if got := peaks[nf.PeerID+"/slow"]; got != 2 {
+		t.Errorf("at most %d slow steps ran at once; want exactly max_concurrent, 2", got)
+	}
+	if d, r := svc.invocations(); d != 24 || r != 0 {
+		t.Errorf("%d distinct invocations, %d repeated; want 24 and 0", d, r)
+	}
+}
+
+// handoffPack encodes a pack of workflow id whose head is src's first
+// service.
+func handoffPack(t *testing.T, id, src string) []byte {
+	t.Helper()
+	w, err := grammar.Parse("t", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grammar.AssignPaths(w)
+	b, err := pack.Encode(&pack.Pack{WorkflowID: id, Origin: []pack.Peer{{ID: "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD"}}, Workflow: w, Input: []byte("null")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHandoffRefusedBusyWhenQueueFull: with one slot and a queue of one,
+// a third hand-off is refused as busy (nothing taken: the same pack is
+// accepted once there is room again), and the same step handed again
+// while it waits is answered as taken, not busy.
+func TestHandoffRefusedBusyWhenQueueFull(t *testing.T) {
+	svc := newCountingService(t, 0)
+	svc.started = make(chan service.Request, 8)
+	services := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
+	nf, _ := runNode(t, capacityConfig(t, node.DefaultConfig(), services, 1, 1, 0))
+	h, id := rawHost(t, nf)
+	mustAck := func(wf string, want string) {
+		t.Helper()
+		ack, err := handoff(t, h, id, handoffPack(t, wf, "hold"))
+		if err != nil {
+			t.Fatalf("hand-off of %s: %v", wf, err)
+		}
+		if got := ack.Code; ack.OK != (want == "") || got != want {
+			t.Fatalf("hand-off of %s: %+v, want code %q", wf, ack, want)
+		}
+	}
+	mustAck("wf-a", "") // runs (held by the service)
+	if r := <-svc.started; r.WorkflowID != "wf-a" {
+		t.Fatalf("started %s, want wf-a", r.WorkflowID)
+	}
+	mustAck("wf-b", "")           // waits for the slot
+	mustAck("wf-b", "")           // the same step again: still taken
+	mustAck("wf-c", api.CodeBusy) // the queue is full
+	ack, _ := handoff(t, h, id, handoffPack(t, "wf-c", "hold"))
+	if !strings.Contains(ack.Error, "busy") || !strings.Contains(ack.Error, "queue 1") {
+		t.Errorf("busy refusal %q should say the peer is busy and name its queue", ack.Error)
+	}
+	svc.open()
+	if r := <-svc.started; r.WorkflowID != "wf-b" {
+		t.Fatalf("started %s, want wf-b", r.WorkflowID)
+	}
+	// The refused pack left nothing behind: handed again, it is taken and runs.
+	deadline := time.After(30 * time.Second)
+	for {
+		ack, err := handoff(t, h, id, handoffPack(t, "wf-c", "hold"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.OK {
+			break
+		}
+		if ack.Code != api.CodeBusy {
+			t.Fatalf("wf-c again: %+v", ack)
+		}
+		select { // wf-b may still hold the queue place for a moment
+		case <-deadline:
+			t.Fatal("wf-c still refused as busy after 30s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if r := <-svc.started; r.WorkflowID != "wf-c" {
+		t.Fatalf("started %s, want wf-c", r.WorkflowID)
+	}
+	if d, r := svc.invocations(); d != 3 || r != 0 {
+		t.Errorf("%d distinct invocations, %d repeated; want 3 and 0", d, r)
+	}
+}
+
+// TestSubmitRefusedBusyAtMaxWorkflows: an origin at its limit of running
+// workflows refuses a submission with code busy and a message naming the
+// limit, and takes submissions again once one ended.
+func TestSubmitRefusedBusyAtMaxWorkflows(t *testing.T) {
+	svc := newCountingService(t, 0)
+	services := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
+	nf, _ := runNode(t, capacityConfig(t, node.DefaultConfig(), services, 4, 8, 2))
+	cl, err := client.Dial(context.Background(), nf.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ids []string
+	for range 2 {
+		st, err := cl.Submit(ctx, "wf", "hold", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, st.ID)
+	}
+	_, err = cl.Submit(ctx, "wf", "hold", nil)
+	if !client.IsBusy(err) || !strings.Contains(err.Error(), "--max-workflows") || !strings.Contains(err.Error(), "limit 2") {
+		t.Fatalf("third submission: %v; want a busy refusal naming --max-workflows and the limit 2", err)
+	}
+	if list, err := cl.List(ctx); err != nil || len(list) != 2 {
+		t.Fatalf("after the refusal the node lists %d workflows (%v); want 2: nothing recorded", len(list), err)
+	}
+	svc.open()
+	for _, id := range ids {
+		if final, err := cl.Wait(ctx, id, 20*time.Millisecond, nil); err != nil || final.State != api.StateSucceeded {
+			t.Fatalf("workflow %s: %v %+v", id, err, final)
+		}
+	}
+	st, err := cl.Submit(ctx, "wf", "hold", nil)
+	if err != nil {
+		t.Fatalf("submission after the running ones ended: %v", err)
+	}
+	if final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil); err != nil || final.State != api.StateSucceeded {
+		t.Fatalf("workflow %s: %v %+v", st.ID, err, final)
+	}
+}
