@@ -15,6 +15,7 @@ import (
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
@@ -288,5 +289,101 @@ func TestSubmitRefusedBusyAtMaxWorkflows(t *testing.T) {
 	}
 	if final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil); err != nil || final.State != api.StateSucceeded {
 		t.Fatalf("workflow %s: %v %+v", st.ID, err, final)
+	}
+}
+
+// TestBusyPeersAreRetriedNotFailed: two providers with one slot and a
+// queue of one each take four workflows; the origin's dispatch of the
+// other two is refused as busy for several times its no-peer wait, and it
+// neither gives up nor opens the providers' circuit breakers: once the
+// service lets go, all six succeed, never more than one at once per peer.
+func TestBusyPeersAreRetriedNotFailed(t *testing.T) {
+	svc := newCountingService(t, 0)
+	dir := t.TempDir()
+	evFile := dir + "/events.jsonl"
+	provider := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
+	base := node.TestnetConfig()
+	base.NoPeerWait = time.Second
+	ocfg := capacityConfig(t, base, "version: 1\n", 4, 8, 0)
+	ocfg.EventsFile = evFile
+	network := ocfg.Network
+	origin, _ := runNode(t, ocfg)
+	var providers []api.NodeFile
+	for i := range 2 {
+		cfg := capacityConfig(t, base, provider, 1, 1, 0)
+		cfg.Network, cfg.Zone, cfg.Bootstrap = network, fmt.Sprintf("p%d", i), origin.Addrs
+		nf, _ := runNode(t, cfg)
+		providers = append(providers, nf)
+	}
+	for _, nf := range append(providers, origin) {
+		waitPeers(t, nf, 3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, origin.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var ids []string
+	for range 6 {
+		st, err := cl.Submit(ctx, "wf", "hold", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, st.ID)
+	}
+	// Busy refusals for more than twice the no-peer wait.
+	eventually(t, time.Minute, "busy refusals for 2.5 s", func() error {
+		evs, err := events.Read(evFile)
+		if err != nil {
+			return err
+		}
+		var first, last time.Time
+		for _, e := range evs {
+			if e.Type == events.Handoff && e.Outcome == events.OutcomeRefused && e.Reason == api.CodeBusy {
+				if first.IsZero() {
+					first = e.At
+				}
+				last = e.At
+			}
+		}
+		if first.IsZero() || last.Sub(first) < 2500*time.Millisecond {
+			return fmt.Errorf("busy refusals from %s to %s", first.Format(time.StampMilli), last.Format(time.StampMilli))
+		}
+		return nil
+	})
+	list, err := cl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range list {
+		if st.State != api.StateRunning {
+			t.Fatalf("workflow %s is %s (%s) while the providers were merely busy", st.ID, st.State, st.Error)
+		}
+	}
+	peers, err := cl.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers {
+		if !p.Self && p.Breaker != "" && p.Breaker != "closed" {
+			t.Errorf("the origin's breaker for busy peer %s is %s; busy is not a failure", p.ID, p.Breaker)
+		}
+	}
+	svc.open()
+	for _, id := range ids {
+		if final, err := cl.Wait(ctx, id, 20*time.Millisecond, nil); err != nil || final.State != api.StateSucceeded {
+			t.Fatalf("workflow %s: %v %s %s", id, err, final.State, final.Error)
+		}
+	}
+	peaks := svc.peaks()
+	for _, nf := range providers {
+		if peaks[nf.PeerID] > 1 {
+			t.Errorf("peer %s ran %d steps at once; its limit is 1", nf.PeerID, peaks[nf.PeerID])
+		}
+	}
+	if d, r := svc.invocations(); d != 6 || r != 0 {
+		t.Errorf("%d distinct invocations, %d repeated; want 6 and 0", d, r)
 	}
 }
