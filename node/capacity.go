@@ -41,11 +41,21 @@ func (n *Node) newBulkhead() error {
 }
 
 // capacityChanged brings the next presence announcement forward when the
-// node fills up or frees up, at most every capacityPokeEvery.
+// node fills up or frees up, at most every capacityPokeEvery; a change
+// within that time is announced at its end (the last state counts).
 func (n *Node) capacityChanged() {
 	now := time.Now().UnixNano()
 	last := n.capacityPoked.Load()
-	if now-last < int64(capacityPokeEvery) || !n.capacityPoked.CompareAndSwap(last, now) {
+	if wait := last + int64(capacityPokeEvery) - now; wait > 0 {
+		if n.capacityLater.CompareAndSwap(false, true) {
+			time.AfterFunc(time.Duration(wait), func() {
+				n.capacityLater.Store(false)
+				n.capacityChanged()
+			})
+		}
+		return
+	}
+	if !n.capacityPoked.CompareAndSwap(last, now) {
 		return
 	}
 	select {

@@ -387,3 +387,105 @@ func TestBusyPeersAreRetriedNotFailed(t *testing.T) {
 		t.Errorf("%d distinct invocations, %d repeated; want 6 and 0", d, r)
 	}
 }
+
+// TestPresenceCapacityAndPickPreferRoom: a provider announces its slots;
+// filled up by hand, it announces itself full, and the origin then sends
+// work to the provider with room without asking the full one first.
+func TestPresenceCapacityAndPickPreferRoom(t *testing.T) {
+	svc := newCountingService(t, 0)
+	svc.started = make(chan service.Request, 8)
+	dir := t.TempDir()
+	evFile := dir + "/events.jsonl"
+	provider := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
+	ocfg := capacityConfig(t, node.TestnetConfig(), "version: 1\n", 4, 8, 0)
+	ocfg.EventsFile = evFile
+	origin, _ := runNode(t, ocfg)
+	var providers []api.NodeFile
+	for i := range 2 {
+		cfg := capacityConfig(t, node.TestnetConfig(), provider, 1, 1, 0)
+		cfg.Network, cfg.Zone, cfg.Bootstrap = ocfg.Network, fmt.Sprintf("p%d", i), origin.Addrs
+		nf, _ := runNode(t, cfg)
+		providers = append(providers, nf)
+	}
+	for _, nf := range append(providers, origin) {
+		waitPeers(t, nf, 3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, origin.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := func(id string, want func(api.PeerInfo) bool) error {
+		peers, err := cl.Peers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range peers {
+			if p.ID == id {
+				if !want(p) {
+					return fmt.Errorf("origin sees %s with slots %d, free %d, room %d", id, p.Slots, p.Free, p.Room)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("origin does not see %s", id)
+	}
+	full, roomy := providers[0], providers[1]
+	eventually(t, 30*time.Second, "the provider's capacity in presence", func() error {
+		return seen(full.PeerID, func(p api.PeerInfo) bool { return p.Slots == 1 && p.Free == 1 && p.Room == 1 })
+	})
+	// Fill the first provider by hand: one step runs, then one waits.
+	h, id := rawHost(t, full)
+	for _, wf := range []string{"wf-x", "wf-y"} {
+		if ack, err := handoff(t, h, id, handoffPack(t, wf, "hold")); err != nil || !ack.OK {
+			t.Fatalf("hand-off of %s: %v %+v", wf, err, ack)
+		}
+		if wf == "wf-x" {
+			<-svc.started
+		}
+	}
+	eventually(t, 30*time.Second, "the full provider announced", func() error {
+		return seen(full.PeerID, func(p api.PeerInfo) bool { return p.Slots == 1 && p.Free == 0 && p.Room == 0 })
+	})
+	var ids []string
+	for range 2 {
+		st, err := cl.Submit(ctx, "wf", "hold", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, st.ID)
+	}
+	if r := <-svc.started; r.Peer != roomy.PeerID {
+		t.Errorf("the first submitted step ran on %s, want the provider with room %s", r.Peer, roomy.PeerID)
+	}
+	eventually(t, 30*time.Second, "both submitted steps handed off", func() error {
+		evs, err := events.Read(evFile)
+		if err != nil {
+			return err
+		}
+		ok := 0
+		for _, e := range evs {
+			if e.Type != events.Handoff {
+				continue
+			}
+			if e.To == full.PeerID {
+				return fmt.Errorf("the origin offered %s to the full provider (%s %s)", e.Workflow, e.Outcome, e.Reason)
+			}
+			if e.Outcome == events.OutcomeOK {
+				ok++
+			}
+		}
+		if ok < 2 {
+			return fmt.Errorf("%d hand-offs taken", ok)
+		}
+		return nil
+	})
+	svc.open()
+	for _, id := range ids {
+		if final, err := cl.Wait(ctx, id, 20*time.Millisecond, nil); err != nil || final.State != api.StateSucceeded {
+			t.Fatalf("workflow %s: %v %s %s", id, err, final.State, final.Error)
+		}
+	}
+}

@@ -162,6 +162,7 @@ type Node struct {
 	// last brought an announcement forward (Unix nanoseconds).
 	bulk          *bulkhead.Bulkhead
 	capacityPoked atomic.Int64
+	capacityLater atomic.Bool // an announcement is due at the window's end
 	// submitting counts submissions being recorded (admitWorkflow), under
 	// submitMu.
 	submitMu    sync.Mutex

@@ -382,6 +382,7 @@ func annInfo(a announcement, seen time.Time, self, connected bool) api.PeerInfo 
 		ID: a.ID, Addrs: a.Addrs, Zone: a.Zone, Services: a.Services, Patterns: a.Patterns,
 		CPU: a.CPU, MemUsed: a.Mem, Queue: a.Queue, Draining: a.Draining,
 		LastSeen: seen, Self: self, Connected: connected,
+		Slots: a.Slots, Free: a.Free, Room: a.Room,
 	}
 }
 

@@ -194,6 +194,13 @@ type PeerInfo struct {
 	// closed, open (recent hand-offs failed: peer choice passes it over)
 	// or half-open (one probe allowed).
 	Breaker string `cbor:"15,keyasint,omitempty" json:"breaker,omitempty"`
+	// Slots is the peer's limit on concurrent step executions, Free how
+	// many are free and Room how many more steps its queue takes before it
+	// refuses them as busy, as the peer announced them (all zero for a
+	// peer that announces no capacity).
+	Slots int `cbor:"16,keyasint,omitempty" json:"slots,omitempty"`
+	Free  int `cbor:"17,keyasint,omitempty" json:"free,omitempty"`
+	Room  int `cbor:"18,keyasint,omitempty" json:"room,omitempty"`
 }
 
 // NodeFile is written by a running node to DATA/node.json so that local
