@@ -194,7 +194,9 @@ func TestHandoffRefusedBusyWhenQueueFull(t *testing.T) {
 	svc := newCountingService(t, 0)
 	svc.started = make(chan service.Request, 8)
 	services := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
-	nf, _ := runNode(t, capacityConfig(t, node.DefaultConfig(), services, 1, 1, 0))
+	cfg := capacityConfig(t, node.DefaultConfig(), services, 1, 1, 0)
+	cfg.HTTP = "127.0.0.1:0"
+	nf, _ := runNode(t, cfg)
 	h, id := rawHost(t, nf)
 	mustAck := func(wf string, want string) {
 		t.Helper()
@@ -213,6 +215,9 @@ func TestHandoffRefusedBusyWhenQueueFull(t *testing.T) {
 	mustAck("wf-b", "")           // waits for the slot
 	mustAck("wf-b", "")           // the same step again: still taken
 	mustAck("wf-c", api.CodeBusy) // the queue is full
+	if m := scrape(t, nf.HTTP); m["bedwe_steps_queued"] != 1 || m["bedwe_step_slots_free"] != 0 {
+		t.Errorf("metrics: %v steps queued, %v slots free; want 1 and 0", m["bedwe_steps_queued"], m["bedwe_step_slots_free"])
+	}
 	ack, _ := handoff(t, h, id, handoffPack(t, "wf-c", "hold"))
 	if !strings.Contains(ack.Error, "busy") || !strings.Contains(ack.Error, "queue 1") {
 		t.Errorf("busy refusal %q should say the peer is busy and name its queue", ack.Error)
