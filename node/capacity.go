@@ -17,12 +17,12 @@ import (
 
 // Capacity, in one paragraph: a node runs at most Config.MaxConcurrent
 // steps at once, a service declaring max_concurrent at most that many,
-// and keeps at most Config.QueueLength accepted steps waiting for a slot
-// (package node/bulkhead). accept refuses a hand-off beyond the queue with
-// api.CodeBusy before journaling anything; the sender tries another peer
+// and lets at most Config.QueueLength accepted steps wait for a slot
+// beyond those (package node/bulkhead). accept refuses a hand-off beyond
+// that with api.CodeBusy before journaling anything; the sender tries another peer
 // and, while every refusal is busy, keeps trying (a busy peer is not a
 // failed one: its circuit breaker is untouched). Presence announces the
-// free slots and queue places, and peer choice prefers peers with room.
+// free slots and its room, and peer choice prefers peers with room.
 // A submission is accepted durably or refused: beyond Config.MaxWorkflows
 // running workflows this node is the origin of, it is refused as busy.
 
@@ -64,8 +64,8 @@ func (n *Node) capacityChanged() {
 	}
 }
 
-// admitStep reserves a queue place for p before accept journals it. It
-// returns a refusal (busy) when the queue is full, and whether this call
+// admitStep reserves a place for p before accept journals it. It returns
+// a refusal (busy) when the node is full, and whether this call
 // took the place (then the caller gives it back with n.bulk.Leave if it
 // does not take the pack).
 func (n *Node) admitStep(p *pack.Pack) (added bool, refusal *api.Ack) {
@@ -74,7 +74,7 @@ func (n *Node) admitStep(p *pack.Pack) (added bool, refusal *api.Ack) {
 		return added, nil
 	}
 	s := n.bulk.Stats()
-	return false, &api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("peer %s is busy: %d steps running (limit %d) and %d waiting (queue %d); try another peer",
+	return false, &api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("peer %s is busy: %d steps running (limit %d) and %d waiting (queue %d beyond the limit); try another peer",
 		rpc.ShortID(n.host.ID()), s.Running, s.Limit, s.Queued, s.Queue)}
 }
 

@@ -439,7 +439,7 @@ func TestPresenceCapacityAndPickPreferRoom(t *testing.T) {
 	}
 	full, roomy := providers[0], providers[1]
 	eventually(t, 30*time.Second, "the provider's capacity in presence", func() error {
-		return seen(full.PeerID, func(p api.PeerInfo) bool { return p.Slots == 1 && p.Free == 1 && p.Room == 1 })
+		return seen(full.PeerID, func(p api.PeerInfo) bool { return p.Slots == 1 && p.Free == 1 && p.Room == 2 })
 	})
 	// Fill the first provider by hand: one step runs, then one waits.
 	h, id := rawHost(t, full)

@@ -178,8 +178,9 @@ type Config struct {
 	// bulkhead, package node/bulkhead; services may set a lower
 	// max_concurrent of their own). Zero: DefaultMaxConcurrent().
 	MaxConcurrent int
-	// QueueLength bounds the steps accepted here and waiting for an
-	// execution slot; a hand-off beyond it is refused as busy (the sender
+	// QueueLength is how many accepted steps may wait for an execution
+	// slot beyond the MaxConcurrent running: with MaxConcurrent + QueueLength
+	// steps running or waiting, a hand-off is refused as busy (the sender
 	// tries another peer) before anything is journaled. Zero: 64.
 	QueueLength int
 	// MaxWorkflows bounds the running workflows this node is the origin

@@ -532,6 +532,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())
+				n.pres.noteTaken(target)
 				return target, ack.Guardians, nil
 			}
 			if ack.Code == api.CodeCancelled || ack.Code == api.CodeSuperseded {

@@ -47,17 +47,18 @@ type announcement struct {
 	// peer holds, 0 for none: a peer holding an older one fetches it.
 	Sched int64 `json:"sched,omitempty"`
 	// Slots is the peer's limit on concurrent step executions, Free how
-	// many of them are free and Room how many more steps its queue takes
-	// before it refuses them as busy (package node/bulkhead). A peer that
-	// announces no Slots (an older version) is not known to be full.
+	// many of them are free and Room how many more steps it takes (to run
+	// or to queue) before it refuses them as busy (package node/bulkhead).
+	// A peer that announces no Slots (an older version) is not known to be
+	// full.
 	Slots int `json:"slots,omitempty"`
 	Free  int `json:"free,omitempty"`
 	Room  int `json:"room,omitempty"`
 }
 
 // full reports whether the peer announced that it would refuse a step as
-// busy (no free slot and no room in its queue).
-func (a announcement) full() bool { return a.Slots > 0 && a.Free == 0 && a.Room == 0 }
+// busy.
+func (a announcement) full() bool { return a.Slots > 0 && a.Room == 0 }
 
 // waits reports whether a step sent to the peer would wait for a slot.
 func (a announcement) waits() bool { return a.Slots > 0 && a.Free == 0 }
@@ -322,6 +323,20 @@ func (p *presence) noteFull(id peer.ID) {
 	if e, ok := p.peers[id]; ok && e.ann.Slots > 0 {
 		e.ann.Free, e.ann.Room = 0, 0
 	}
+}
+
+// noteTaken records that a peer took a step: until its next announcement,
+// peer choice counts it one step busier, so senders acting on the same
+// announcement do not all pick the same peer.
+func (p *presence) noteTaken(id peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.peers[id]
+	if !ok {
+		return
+	}
+	e.ann.Queue++
+	e.ann.Free, e.ann.Room = max(0, e.ann.Free-1), max(0, e.ann.Room-1)
 }
 
 // forget drops a peer from the view (it was found silent or dead).

@@ -43,8 +43,9 @@ given too; port 0 picks a free port, which node.json names ("http").
 
 Capacity (bulkheads): at most --max-concurrent steps run at once (and at most
 max_concurrent of a service that declares it); at most --queue accepted steps wait
-for a slot, and a hand-off beyond that is refused as busy before anything is
-journaled, so the sender tries another peer; presence announces the free slots.
+for a slot beyond those, and a hand-off beyond that is refused as busy before
+anything is journaled, so the sender tries another peer; presence announces the free
+slots.
 Beyond --max-workflows running workflows this node is the origin of, a submission is
 refused as busy (bedwe submit exits 3).
 
@@ -89,7 +90,7 @@ Examples:
 			&cli.BoolFlag{Name: "http-public", Usage: "allow --http on a non-loopback address: the pages answer anyone who can reach them, so firewall the port"},
 			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the --http listener"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "run at most `N` steps at once (services may set a lower max_concurrent of their own); default 4 per CPU, at least 16", Value: node.DefaultMaxConcurrent()},
-			&cli.IntFlag{Name: "queue", Usage: "keep at most `N` accepted steps waiting for an execution slot; beyond it hand-offs are refused as busy and go to other peers", Value: node.DefaultQueueLength},
+			&cli.IntFlag{Name: "queue", Usage: "let at most `N` accepted steps wait for an execution slot beyond the --max-concurrent running; beyond that hand-offs are refused as busy and go to other peers", Value: node.DefaultQueueLength},
 			&cli.IntFlag{Name: "max-workflows", Usage: "be the origin of at most `N` running workflows; beyond it submissions are refused as busy", Value: node.DefaultMaxWorkflows},
 		},
 		Action: runNode,

@@ -3,9 +3,13 @@
 // declaration that names max_concurrent, and a bounded queue of steps that
 // were admitted and wait for a slot.
 //
-// A node admits a hand-off only while the queue has room (Admit) and
-// refuses it as busy otherwise, before journaling anything, so the sender
-// tries another peer. Every execution then takes a slot of its service's
+// A node admits a hand-off only while it has room (Admit): fewer steps
+// admitted and not yet running, plus running ones, than its limit plus its
+// queue. Otherwise it refuses the step as busy, before journaling
+// anything, so the sender tries another peer. (A step is counted from
+// admission, so steps still being taken, journaled and settled count too:
+// with free slots they do not wait for long, and a queue counted only
+// from the wait for a slot would let a burst in unbounded.) Every execution then takes a slot of its service's
 // group, then a node slot (Acquire): a service at its own limit waits
 // without holding a node slot that another service could use. Slots are
 // buffered channels: waiters are served roughly in arrival order and a
@@ -29,35 +33,36 @@ type Stats struct {
 	// Limit is the node's limit on concurrent executions, Running how many
 	// run now.
 	Limit, Running int
-	// Queue is the bound on waiting steps, Queued how many wait now
-	// (admitted and not yet running).
+	// Queue is how many steps may wait beyond Limit, Queued how many wait
+	// now (admitted and not yet running).
 	Queue, Queued int
 }
 
 // Free is the number of execution slots free now (0 when all are taken).
 func (s Stats) Free() int { return max(0, s.Limit-s.Running) }
 
-// Room is the number of places free in the queue (0 when a new step would
-// be refused as busy).
-func (s Stats) Room() int { return max(0, s.Queue-s.Queued) }
+// Room is how many more steps would be admitted now (0 when a new step
+// would be refused as busy): Limit + Queue less the steps running or
+// waiting.
+func (s Stats) Room() int { return max(0, s.Limit+s.Queue-s.Running-s.Queued) }
 
 // Bulkhead bounds concurrent executions. It is safe for concurrent use.
 type Bulkhead struct {
 	limit, queue int
 	node         chan struct{}
 	// onChange is called, outside the lock, when the bulkhead fills up or
-	// frees up (no free slot / no queue room, and back).
+	// frees up (no free slot / no room, and back).
 	onChange func()
 
 	mu      sync.Mutex
 	groups  map[string]chan struct{}
 	waiting map[string]bool
 	running int
-	state   uint8 // bit 0: no free slot; bit 1: no queue room
+	state   uint8 // bit 0: no free slot; bit 1: no room
 }
 
-// New returns a bulkhead that runs at most limit steps at once and keeps at
-// most queue admitted steps waiting. onChange, if not nil, is called when
+// New returns a bulkhead that runs at most limit steps at once and admits
+// at most queue steps beyond them. onChange, if not nil, is called when
 // the bulkhead fills up or frees up (for an early presence announcement);
 // it must not block.
 func New(limit, queue int, onChange func()) (*Bulkhead, error) {
@@ -73,8 +78,9 @@ func New(limit, queue int, onChange func()) (*Bulkhead, error) {
 	}, nil
 }
 
-// Admit reserves a queue place for the step named key before it is taken.
-// ok is false when the queue is full (refuse the step as busy). added says
+// Admit reserves a place for the step named key before it is taken. ok is
+// false when the bulkhead is full: limit + queue steps running or waiting
+// (refuse the step as busy). added says
 // whether this call took the place: a key already waiting (the same step
 // handed over again) is admitted without a new place, and only the call
 // that added it gives it back with Leave if the step is not taken after all.
@@ -84,7 +90,7 @@ func (b *Bulkhead) Admit(key string) (added, ok bool) {
 		b.mu.Unlock()
 		return false, true
 	}
-	if len(b.waiting) >= b.queue {
+	if b.running+len(b.waiting) >= b.limit+b.queue {
 		b.mu.Unlock()
 		return false, false
 	}
@@ -182,7 +188,7 @@ func (b *Bulkhead) settle() bool {
 	if b.running >= b.limit {
 		s |= 1
 	}
-	if len(b.waiting) >= b.queue {
+	if b.running+len(b.waiting) >= b.limit+b.queue {
 		s |= 2
 	}
 	changed := s != b.state

@@ -70,11 +70,12 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestAdmit fills the queue: the next step is refused, the same step is
-// admitted again without a new place, and a place given back is reused.
+// TestAdmit fills the bulkhead (limit 1 + queue 1): the next step is
+// refused, the same step is admitted again without a new place, and a
+// place given back is reused.
 func TestAdmit(t *testing.T) {
 	changes := 0
-	b, err := bulkhead.New(1, 2, func() { changes++ })
+	b, err := bulkhead.New(1, 1, func() { changes++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,28 +88,35 @@ func TestAdmit(t *testing.T) {
 		t.Errorf("admit x again: added %v ok %v, want false true", added, ok)
 	}
 	if _, ok := b.Admit("z"); ok {
-		t.Error("admit z with a full queue: ok")
+		t.Error("admit z when full: ok")
 	}
-	if s := b.Stats(); s.Room() != 0 || s.Queued != 2 {
+	if s := b.Stats(); s.Room() != 0 || s.Queued != 2 || s.Free() != 1 {
 		t.Errorf("full: %+v", s)
 	}
 	if changes != 1 {
-		t.Errorf("%d changes reported, want 1 (queue full)", changes)
+		t.Errorf("%d changes reported, want 1 (full)", changes)
 	}
 	b.Leave("y")
 	b.Leave("y")
 	if _, ok := b.Admit("z"); !ok {
 		t.Error("admit z after y left: refused")
 	}
-	// x gets its slot and leaves the queue.
+	// x gets its slot and leaves the queue; x running and z waiting fill
+	// the bulkhead still.
 	release, err := b.Acquire(context.Background(), "x", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := b.Stats(); s.Queued != 1 || s.Running != 1 || s.Free() != 0 {
+	if s := b.Stats(); s.Queued != 1 || s.Running != 1 || s.Free() != 0 || s.Room() != 0 {
 		t.Errorf("x running: %+v", s)
 	}
+	if _, ok := b.Admit("w"); ok {
+		t.Error("admit w with x running and z waiting: ok")
+	}
 	release()
+	if s := b.Stats(); s.Room() != 1 {
+		t.Errorf("x done: %+v", s)
+	}
 }
 
 // TestCancelledWait: a wait that ends with its context takes nothing.
