@@ -494,3 +494,25 @@ func TestPresenceCapacityAndPickPreferRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitRateLimitRefusedBusy: a client over the submission rate limit
+// is refused with code busy too (nothing recorded, submit again later).
+func TestSubmitRateLimitRefusedBusy(t *testing.T) {
+	cfg := capacityConfig(t, node.DefaultConfig(), echoServices, 4, 8, 0)
+	cfg.Limits.Submits = member.Rate{PerSecond: 0.01, Burst: 1}
+	nf, _ := runNode(t, cfg)
+	cl, err := client.Dial(context.Background(), nf.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.Submit(ctx, "wf", "S1", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.Submit(ctx, "wf", "S1", nil)
+	if !client.IsBusy(err) || !strings.Contains(err.Error(), "submits faster") {
+		t.Fatalf("second submission: %v; want a busy refusal naming the rate limit", err)
+	}
+}

@@ -549,7 +549,9 @@ func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte 
 	if err := rpc.Dec.Unmarshal(req, &r); err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: "bad request: " + err.Error()})
 	}
-	if err := n.authorizeClient(from, r.Op); err != nil {
+	if err := n.authorizeClient(from, r.Op); errors.Is(err, errBusy) {
+		return rpc.MustCBOR(api.ClientResponse{Error: err.Error(), Code: api.CodeBusy})
+	} else if err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: err.Error()})
 	}
 	return rpc.MustCBOR(n.client(r))

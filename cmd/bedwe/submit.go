@@ -27,9 +27,9 @@ func submitCommand() *cli.Command {
 found through --data by default, any peer with --peer, or a testnet with --testnet.
 Prints the workflow ID. With --wait, shows progress on stderr and prints the result
 JSON on stdout; the exit code is 0 only if the workflow succeeded. A peer at its
-limit of running workflows (bedwe node --max-workflows) refuses the submission as
-busy, recording nothing: the message says so and the exit code is 3 (submit again
-later or to another peer).
+limit of running workflows (bedwe node --max-workflows), or a client submitting
+faster than the peer's rate limit, is refused as busy, nothing recorded: the message
+says which and the exit code is 3 (submit again later or to another peer).
 
 Examples:
    bedwe submit wf.bedwe --input '{"city":"Lome"}'
