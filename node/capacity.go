@@ -65,17 +65,21 @@ func (n *Node) capacityChanged() {
 }
 
 // admitStep reserves a place for p before accept journals it. It returns
-// a refusal (busy) when the node is full, and whether this call
-// took the place (then the caller gives it back with n.bulk.Leave if it
-// does not take the pack).
-func (n *Node) admitStep(p *pack.Pack) (added bool, refusal *api.Ack) {
-	added, ok := n.bulk.Admit(heldKey(p))
-	if ok {
-		return added, nil
+// a refusal (busy) when the node is full, else the function that gives the
+// place back if accept does not take p after all (a no-op when p already
+// held one: the same step handed over again).
+func (n *Node) admitStep(p *pack.Pack) (giveBack func(), refusal *api.Ack) {
+	key := heldKey(p)
+	added, ok := n.bulk.Admit(key)
+	if !ok {
+		s := n.bulk.Stats()
+		return nil, &api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("peer %s is busy: %d steps running (limit %d) and %d waiting (queue %d beyond the limit); try another peer",
+			rpc.ShortID(n.host.ID()), s.Running, s.Limit, s.Queued, s.Queue)}
 	}
-	s := n.bulk.Stats()
-	return false, &api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("peer %s is busy: %d steps running (limit %d) and %d waiting (queue %d beyond the limit); try another peer",
-		rpc.ShortID(n.host.ID()), s.Running, s.Limit, s.Queued, s.Queue)}
+	if !added {
+		return func() {}, nil
+	}
+	return func() { n.bulk.Leave(key) }, nil
 }
 
 // acquireSlot waits for an execution slot for one attempt of p's head

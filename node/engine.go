@@ -71,20 +71,18 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
-	// Admission (capacity.go): a full queue refuses before anything is
+	// Admission (capacity.go): a full node refuses before anything is
 	// journaled; a place taken here is given back unless the step is taken.
-	admitted, busy := n.admitStep(p)
+	giveBack, busy := n.admitStep(p)
 	if busy != nil {
 		return *busy
 	}
 	taken := false
-	if admitted {
-		defer func() {
-			if !taken {
-				n.bulk.Leave(heldKey(p))
-			}
-		}()
-	}
+	defer func() {
+		if !taken {
+			giveBack()
+		}
+	}()
 	n.learnFrom(p.Trace)
 	// The bytes received are journaled as they came (no re-encoding).
 	rec := held.Record{Pack: p, PackRaw: raw, Key: heldKey(p), GuardKey: guardKey(p)}
