@@ -516,3 +516,33 @@ func TestSubmitRateLimitRefusedBusy(t *testing.T) {
 		t.Fatalf("second submission: %v; want a busy refusal naming the rate limit", err)
 	}
 }
+
+// TestForkWiderThanCapacity: a FORK of six branches on a node that runs
+// one step at once and queues one more completes: the branches refused
+// as busy are handed again as the slots free up.
+func TestForkWiderThanCapacity(t *testing.T) {
+	svc := newCountingService(t, 20*time.Millisecond)
+	services := fmt.Sprintf("version: 1\npatterns:\n  - {match: \"S*\", kind: http, url: %q}\n", svc.url)
+	nf, _ := runNode(t, capacityConfig(t, node.DefaultConfig(), services, 1, 1, 0))
+	cl, err := client.Dial(context.Background(), nf.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st, err := cl.Submit(ctx, "wf", "S1 FORK(S2, S3, S4, S5, S6, S7) SYNC S8", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
+	if err != nil || final.State != api.StateSucceeded {
+		t.Fatalf("workflow %s: %v %s %s", st.ID, err, final.State, final.Error)
+	}
+	if p := svc.peaks()[nf.PeerID]; p != 1 {
+		t.Errorf("%d steps ran at once; the limit is 1", p)
+	}
+	if d, r := svc.invocations(); d != 8 || r != 0 {
+		t.Errorf("%d distinct invocations, %d repeated; want 8 and 0", d, r)
+	}
+}
