@@ -62,10 +62,47 @@ func TestLimits(t *testing.T) {
 	if maxTotal.Load() > nodeLimit || maxA.Load() > groupLimit {
 		t.Errorf("at most %d ran at once (limit %d), %d of group a (limit %d)", maxTotal.Load(), nodeLimit, maxA.Load(), groupLimit)
 	}
-	if maxTotal.Load() < 2 {
-		t.Errorf("steps never ran concurrently (max %d)", maxTotal.Load())
-	}
 	if s := b.Stats(); s.Running != 0 || s.Queued != 0 || s.Free() != nodeLimit {
+		t.Errorf("after all: %+v", s)
+	}
+}
+
+// TestLimitReached: limit steps hold their slots at once, and one more
+// waits (a wait whose context has ended takes nothing).
+func TestLimitReached(t *testing.T) {
+	const limit = 3
+	b, err := bulkhead.New(limit, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, done := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range limit {
+		wg.Go(func() {
+			release, err := b.Acquire(context.Background(), fmt.Sprint(i), "", 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			held <- struct{}{}
+			<-done
+			release()
+		})
+	}
+	for range limit {
+		<-held
+	}
+	if s := b.Stats(); s.Running != limit || s.Free() != 0 {
+		t.Errorf("%d holding: %+v", limit, s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Acquire(ctx, "more", "", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("acquire beyond the limit: %v, want it to wait (and end with its context)", err)
+	}
+	close(done)
+	wg.Wait()
+	if s := b.Stats(); s.Running != 0 || s.Queued != 0 {
 		t.Errorf("after all: %+v", s)
 	}
 }
