@@ -46,7 +46,7 @@ import (
 //	join_deliveries_total{result}         branch ends recorded or stale
 //	origin_completions_total{result}      workflow ends recorded or stale
 //	journal_write_duration_seconds{op}    journal commits with fsync (histogram)
-//	steps_running                         steps executing now (the gossiped queue)
+//	steps_running                         steps executing or waiting for a slot (the gossiped queue)
 //	steps_queued                          accepted steps waiting for an execution slot
 //	step_slots_free                       free execution slots (of --max-concurrent)
 //	held_packs                            packs this node holds
@@ -242,7 +242,7 @@ func newMetricsCollector(n *Node) *metricsCollector {
 	}
 	return &metricsCollector{
 		n:              n,
-		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now (the queue length it gossips)."),
+		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now, or waiting for an execution slot (bedwe_steps_queued of them): the queue length it gossips."),
 		stepsQueued:    d("bedwe_steps_queued", "Steps accepted by this node and waiting for an execution slot (with the running ones at most --max-concurrent + --queue; beyond it hand-offs are refused as busy)."),
 		slotsFree:      d("bedwe_step_slots_free", "Execution slots free on this node now (of --max-concurrent)."),
 		heldPacks:      d("bedwe_held_packs", "Packs this node holds: acknowledged, to run or move on."),
