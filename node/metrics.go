@@ -242,7 +242,7 @@ func newMetricsCollector(n *Node) *metricsCollector {
 	}
 	return &metricsCollector{
 		n:              n,
-		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now, or waiting for an execution slot (bedwe_steps_queued of them): the queue length it gossips."),
+		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now or waiting for an execution slot: the queue length it gossips."),
 		stepsQueued:    d("bedwe_steps_queued", "Steps accepted by this node and waiting for an execution slot (with the running ones at most --max-concurrent + --queue; beyond it hand-offs are refused as busy)."),
 		slotsFree:      d("bedwe_step_slots_free", "Execution slots free on this node now (of --max-concurrent)."),
 		heldPacks:      d("bedwe_held_packs", "Packs this node holds: acknowledged, to run or move on."),
