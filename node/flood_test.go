@@ -27,14 +27,18 @@ func floodSize() (nodes, clients, workflows int) {
 	return 6, 4, 200
 }
 
-// Limits of every flood node: small, so the flood hits them.
-const (
-	floodMaxConcurrent = 4
-	floodQueue         = 4
-	floodMaxWorkflows  = 8
-	floodFbLimit       = 2 // max_concurrent of service fb
-	floodInflight      = 4 // submissions each client keeps going at once
-)
+// floodInflight is how many submissions each client keeps going at once.
+const floodInflight = 4
+
+// floodLimits are the limits of every flood node: small, so the flood hits
+// them (fb is max_concurrent of service fb). BEDWE_FLOOD_LIMITS=off lifts
+// them (as good as no bulkheads), for a comparison.
+func floodLimits() (maxConcurrent, queue, maxWorkflows, fb int) {
+	if os.Getenv("BEDWE_FLOOD_LIMITS") == "off" {
+		return 1 << 20, 1 << 20, 1 << 20, 1 << 16
+	}
+	return 4, 4, 8, 2
+}
 
 // TestFlood floods a mesh of real nodes (real libp2p hosts on loopback)
 // with two-step workflows from concurrent clients, each submitting as fast
@@ -48,8 +52,10 @@ const (
 //
 //	go test ./node -run TestFlood -v                    # 6 nodes, 4 clients, 200 workflows
 //	BEDWE_FLOOD=full go test ./node -run TestFlood -v -timeout 30m
+//	BEDWE_FLOOD=full BEDWE_FLOOD_LIMITS=off go test ./node -run TestFlood -v -timeout 30m   # limits lifted
 func TestFlood(t *testing.T) {
 	nNodes, nClients, nWorkflows := floodSize()
+	floodMaxConcurrent, floodQueue, floodMaxWorkflows, floodFbLimit := floodLimits()
 	svc := newCountingService(t, 10*time.Millisecond)
 	dir := t.TempDir()
 	evFile := filepath.Join(dir, "events.jsonl")
