@@ -53,10 +53,19 @@ func floodLimits() (maxConcurrent, queue, maxWorkflows, fb int) {
 //	go test ./node -run TestFlood -v                    # 6 nodes, 4 clients, 200 workflows
 //	BEDWE_FLOOD=full go test ./node -run TestFlood -v -timeout 30m
 //	BEDWE_FLOOD=full BEDWE_FLOOD_LIMITS=off go test ./node -run TestFlood -v -timeout 30m   # limits lifted
+//	BEDWE_FLOOD_STEP=200ms go test ./node -run TestFlood -v    # slower services (default 10ms)
 func TestFlood(t *testing.T) {
 	nNodes, nClients, nWorkflows := floodSize()
 	floodMaxConcurrent, floodQueue, floodMaxWorkflows, floodFbLimit := floodLimits()
-	svc := newCountingService(t, 10*time.Millisecond)
+	step := 10 * time.Millisecond
+	if v := os.Getenv("BEDWE_FLOOD_STEP"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("BEDWE_FLOOD_STEP=%q: want a duration like 200ms", v)
+		}
+		step = d
+	}
+	svc := newCountingService(t, step)
 	dir := t.TempDir()
 	evFile := filepath.Join(dir, "events.jsonl")
 	services := fmt.Sprintf("version: 1\nservices:\n  fa: {kind: http, url: %q}\n  fb: {kind: http, url: %q, max_concurrent: %d}\n", svc.url, svc.url, floodFbLimit)
@@ -224,8 +233,8 @@ func TestFlood(t *testing.T) {
 		peakNode, peakFb = max(peakNode, peaks[nf.PeerID]), max(peakFb, peaks[nf.PeerID+"/fb"])
 	}
 	span := lastEnd.Sub(began)
-	t.Logf("flood: %d nodes, %d clients × %d submissions at once, %d two-step workflows (10 ms steps); limits per node: %d at once (fb %d), queue %d, %d running workflows per origin",
-		nNodes, nClients, floodInflight, nWorkflows, floodMaxConcurrent, floodFbLimit, floodQueue, floodMaxWorkflows)
+	t.Logf("flood: %d nodes, %d clients × %d submissions at once, %d two-step workflows (%s steps); limits per node: %d at once (fb %d), queue %d, %d running workflows per origin",
+		nNodes, nClients, floodInflight, nWorkflows, step, floodMaxConcurrent, floodFbLimit, floodQueue, floodMaxWorkflows)
 	t.Logf("flood: all submitted in %s, all ended in %s: %.1f workflows/s", submitted.Sub(began).Round(time.Millisecond), span.Round(time.Millisecond), float64(nWorkflows)/span.Seconds())
 	t.Logf("flood: latency submit→end p50 %s p90 %s p99 %s max %s; from the first attempt (busy refusals included) p50 %s p99 %s",
 		pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100), pct(e2e, 50), pct(e2e, 99))
