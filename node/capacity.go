@@ -19,9 +19,9 @@ import (
 // steps at once, a service declaring max_concurrent at most that many,
 // and lets at most Config.QueueLength accepted steps wait for a slot
 // beyond those (package node/bulkhead). accept refuses a hand-off beyond
-// that with api.CodeBusy before journaling anything; the sender tries another peer
-// and, while every refusal is busy, keeps trying (a busy peer is not a
-// failed one: its circuit breaker is untouched). Presence announces the
+// that with api.CodeBusy before journaling anything; the sender tries
+// another peer and, while every refusal is busy, keeps trying (a busy peer
+// is not a failed one: its circuit breaker is untouched). Presence announces the
 // free slots and its room, and peer choice prefers peers with room.
 // A submission is accepted durably or refused: beyond Config.MaxWorkflows
 // running workflows this node is the origin of, it is refused as busy.

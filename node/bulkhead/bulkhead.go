@@ -1,25 +1,25 @@
 // Package bulkhead bounds how many steps a node executes at once (seed 003's
 // Bulkhead pattern): one limit for the whole node, one per service
-// declaration that names max_concurrent, and a bounded queue of steps that
-// were admitted and wait for a slot.
+// declaration that names max_concurrent, and a bounded number of steps
+// that were admitted and wait for a slot (the queue).
 //
 // A node admits a hand-off only while it has room (Admit): fewer steps
-// admitted and not yet running, plus running ones, than its limit plus its
-// queue. Otherwise it refuses the step as busy, before journaling
-// anything, so the sender tries another peer. (A step is counted from
-// admission, so steps still being taken, journaled and settled count too:
-// with free slots they do not wait for long, and a queue counted only
-// from the wait for a slot would let a burst in unbounded.) Every execution then takes a slot of its service's
-// group, then a node slot (Acquire): a service at its own limit waits
-// without holding a node slot that another service could use. Slots are
-// buffered channels: waiters are served roughly in arrival order and a
-// cancelled wait takes nothing.
+// running or admitted and not yet running than its limit plus its queue.
+// Otherwise it refuses the step as busy, before journaling anything, so
+// the sender tries another peer. A step counts from admission, so steps
+// still being taken (journaled, settled) count too: with free slots they
+// do not wait long, and counting only the wait for a slot would let a
+// burst in without bound. Every execution then takes a slot of its
+// service's group, then a node slot (Acquire): a service at its own limit
+// waits without holding a node slot that another service could use. Slots
+// are buffered channels: waiters are served roughly in arrival order and
+// a cancelled wait takes nothing.
 //
-// The queue counts steps, by key, from admission until they get their
+// Waiting steps are counted by key, from admission until they get their
 // slots (or leave without running); a step that waits again for a retry
-// counts again while it waits. Work that was already held (resumed after a
-// restart) is never refused: it waits like the rest and may push the queue
-// over its bound for a while.
+// counts again while it waits. Work that was already held (resumed after
+// a restart) is never refused: it waits like the rest and may take the
+// node over its bound for a while.
 package bulkhead
 
 import (
