@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/bedwe/bedwe/breaker"
@@ -179,9 +180,34 @@ type Config struct {
 	// Limits are the per-peer rate limits on hand-offs and submissions.
 	// Zero: member.DefaultLimits.
 	Limits member.Limits
+	// MaxConcurrent bounds the steps this node executes at once (the
+	// bulkhead, package node/bulkhead; services may set a lower
+	// max_concurrent of their own). Zero: DefaultMaxConcurrent().
+	MaxConcurrent int
+	// QueueLength is how many accepted steps may wait for an execution
+	// slot beyond the MaxConcurrent running: with MaxConcurrent + QueueLength
+	// steps running or waiting, a hand-off is refused as busy (the sender
+	// tries another peer) before anything is journaled. Zero: 64.
+	QueueLength int
+	// MaxWorkflows bounds the running workflows this node is the origin
+	// of; a submission beyond it is refused as busy, with a message saying
+	// so. Zero: 4096.
+	MaxWorkflows int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxConcurrent is the default limit on concurrent step executions:
+// four per CPU the Go runtime may use, at least 16. Steps mostly wait on a
+// process, an HTTP endpoint or a timer, so a few per core keep a board busy
+// without letting a burst of packs start hundreds of processes at once.
+func DefaultMaxConcurrent() int { return max(16, 4*runtime.GOMAXPROCS(0)) }
+
+// Defaults of the queue and of the running workflows per origin.
+const (
+	DefaultQueueLength  = 64
+	DefaultMaxWorkflows = 4096
+)
 
 // DefaultConfig returns the configuration for a real board on a mesh.
 func DefaultConfig() Config {
@@ -256,6 +282,15 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent()
+	}
+	if c.QueueLength <= 0 {
+		c.QueueLength = DefaultQueueLength
+	}
+	if c.MaxWorkflows <= 0 {
+		c.MaxWorkflows = DefaultMaxWorkflows
 	}
 	if c.Heartbeat.Interval <= 0 {
 		c.Heartbeat = d.Heartbeat

@@ -71,6 +71,18 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
+	// Admission (capacity.go): a full node refuses before anything is
+	// journaled; a place taken here is given back unless the step is taken.
+	giveBack, busy := n.admitStep(p)
+	if busy != nil {
+		return *busy
+	}
+	taken := false
+	defer func() {
+		if !taken {
+			giveBack()
+		}
+	}()
 	n.learnFrom(p.Trace)
 	// The bytes received are journaled as they came (no re-encoding).
 	rec := held.Record{Pack: p, PackRaw: raw, Key: heldKey(p), GuardKey: guardKey(p)}
@@ -127,7 +139,11 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
-	n.spawn(func(ctx context.Context) { n.process(ctx, s) })
+	taken = true
+	n.spawn(func(ctx context.Context) {
+		defer n.bulk.Leave(rec.Key) // if it ends without running
+		n.process(ctx, s)
+	})
 	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
 }
 
@@ -321,12 +337,17 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 			case <-time.After(wait):
 			}
 		}
+		release, err := n.acquireSlot(ctx, p, svc)
+		if err != nil {
+			return nil, trace, err
+		}
 		start := time.Now()
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if deadline {
 			actx, cancel = context.WithTimeout(ctx, timeout)
 		}
 		out, err := svc.Invoke(actx, req)
+		release()
 		// Read before cancel: after it, actx.Err() is always set.
 		expired := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 		cancel()
@@ -438,6 +459,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	// where another peer can run it (I3: one failure must not take both).
 	avoid = withJoinHolders(avoid, p.Frames)
 	var refusals []string
+	// busy are peers that refused as busy since the last wait: tried again
+	// after a backoff, and while they refuse the wait for a peer goes on.
+	busy, busyRounds := map[peer.ID]bool{}, 0
 	deadline := time.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
 	p.Hops++
@@ -482,12 +506,20 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				return "", nil, fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
 			}
 			// Wait for a peer to appear, or retry those that refused.
+			wait := 500 * time.Millisecond
+			if len(busy) > 0 {
+				wait, busyRounds = busyBackoff(busyRounds), busyRounds+1
+			}
 			select {
 			case <-ctx.Done():
 				return "", nil, ctx.Err()
 			case <-wake:
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(wait):
 			}
+			for id := range busy {
+				delete(exclude, id)
+			}
+			clear(busy)
 			if len(exclude) > 0 && time.Now().After(deadline.Add(-n.cfg.NoPeerWait/2)) {
 				clear(exclude)
 				for id := range never {
@@ -513,6 +545,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				unsettled.mark()
 			}
 			exclude[target] = true
+			if ack.Code == api.CodeBusy {
+				busy[target], deadline = true, time.Now().Add(n.cfg.NoPeerWait)
+				continue
+			}
 			refusals = append(refusals, ack.Error)
 			continue
 		}
@@ -539,6 +575,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())
+				n.pres.noteTaken(target)
 				return target, ack.Guardians, nil
 			}
 			if ack.Code == api.CodeCancelled {
@@ -553,6 +590,14 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			if ack.Code == api.CodeUnsettled {
 				unsettled.mark()
+			}
+			if ack.Code == api.CodeBusy {
+				// Full, not failing: another peer now, this one after a
+				// backoff, and no giving up while peers are merely busy.
+				exclude[target], busy[target] = true, true
+				deadline = time.Now().Add(n.cfg.NoPeerWait)
+				n.pres.noteFull(target)
+				continue
 			}
 			err = errors.New(ack.Error)
 		}

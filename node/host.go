@@ -287,7 +287,8 @@ func (n *Node) authorizeClient(from peer.ID, op string) error {
 	}
 	if op == api.OpSubmit && !n.submitRate.Allow(from) {
 		l := n.cfg.Limits.Submits
-		return fmt.Errorf("client %s submits faster than peer %s allows (%g a second, bursts of %d): try again later", from, rpc.ShortID(n.host.ID()), l.PerSecond, l.Burst)
+		// Refused as busy (capacity.go): nothing recorded, retry later.
+		return fmt.Errorf("%w: client %s submits faster than peer %s allows (%g a second, bursts of %d): try again later", errBusy, from, rpc.ShortID(n.host.ID()), l.PerSecond, l.Burst)
 	}
 	return nil
 }

@@ -46,7 +46,9 @@ import (
 //	join_deliveries_total{result}         branch ends recorded or stale
 //	origin_completions_total{result}      workflow ends recorded or stale
 //	journal_write_duration_seconds{op}    journal commits with fsync (histogram)
-//	steps_running                         steps executing now (the gossiped queue)
+//	steps_running                         steps executing or waiting for a slot (the gossiped queue)
+//	steps_queued                          accepted steps waiting for an execution slot
+//	step_slots_free                       free execution slots (of --max-concurrent)
 //	held_packs                            packs this node holds
 //	guard_copies                          copies of handed-off packs it guards
 //	join_copies{role}                     pending joins it holds: acting, replica
@@ -229,7 +231,7 @@ func handoffEvent(p *pack.Pack, target fmt.Stringer, start time.Time, err error,
 type metricsCollector struct {
 	n *Node
 
-	stepsRunning, heldPacks, guardCopies, joinCopies, originsRunning, draining, peers, breakers *prometheus.Desc
+	stepsRunning, stepsQueued, slotsFree, heldPacks, guardCopies, joinCopies, originsRunning, draining, peers, breakers *prometheus.Desc
 }
 
 type heldCounts struct{ held, origins int }
@@ -240,7 +242,9 @@ func newMetricsCollector(n *Node) *metricsCollector {
 	}
 	return &metricsCollector{
 		n:              n,
-		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now (the queue length it gossips)."),
+		stepsRunning:   d("bedwe_steps_running", "Steps executing on this node now or waiting for an execution slot: the queue length it gossips."),
+		stepsQueued:    d("bedwe_steps_queued", "Steps accepted by this node and waiting for an execution slot (with the running ones at most --max-concurrent + --queue; beyond it hand-offs are refused as busy)."),
+		slotsFree:      d("bedwe_step_slots_free", "Execution slots free on this node now (of --max-concurrent)."),
 		heldPacks:      d("bedwe_held_packs", "Packs this node holds: acknowledged, to run or move on."),
 		guardCopies:    d("bedwe_guard_copies", "Copies of handed-off packs this node keeps as guardian."),
 		joinCopies:     d("bedwe_join_copies", "Pending joins this node holds a copy of, by role: acting (it acts for the join) or replica.", "role"),
@@ -253,7 +257,7 @@ func newMetricsCollector(n *Node) *metricsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.stepsRunning, c.heldPacks, c.guardCopies, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers} {
+	for _, d := range []*prometheus.Desc{c.stepsRunning, c.stepsQueued, c.slotsFree, c.heldPacks, c.guardCopies, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers} {
 		ch <- d
 	}
 }
@@ -265,6 +269,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.stepsRunning, float64(n.running.Load()))
+	bs := n.bulk.Stats()
+	gauge(c.stepsQueued, float64(bs.Queued))
+	gauge(c.slotsFree, float64(bs.Free()))
 	drain := 0.0
 	if n.draining.Load() {
 		drain = 1

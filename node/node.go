@@ -89,6 +89,8 @@
 //	identity.go  the persistent libp2p key and atomic file writes
 //	presence.go  gossiped presence and the live view of the mesh
 //	router.go    peer choice for the next service
+//	capacity.go  the bulkhead (node/bulkhead): limits on concurrent
+//	             steps, the busy refusal, submission admission
 //	engine.go    accepting packs, running steps, dispatching residuals
 //	holder.go    carrying out the holder machine (node/held): held work
 //	             from acceptance to the release of its guardians
@@ -140,6 +142,7 @@ import (
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/bulkhead"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/member"
@@ -161,7 +164,17 @@ type Node struct {
 	cancels  *pubsub.Topic
 
 	// running counts steps executing now (gossiped as queue length).
-	running     atomic.Int64
+	running atomic.Int64
+	// bulk bounds concurrent executions and the queue of steps waiting
+	// for a slot (capacity.go); capacityPoked is when a change of capacity
+	// last brought an announcement forward (Unix nanoseconds).
+	bulk          *bulkhead.Bulkhead
+	capacityPoked atomic.Int64
+	capacityLater atomic.Bool // an announcement is due at the window's end
+	// submitting counts submissions being recorded (admitWorkflow), under
+	// submitMu.
+	submitMu    sync.Mutex
+	submitting  int
 	draining    atomic.Bool
 	announceNow chan struct{}
 
@@ -270,6 +283,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
 	n.progress = newProgressLog()
+	if err := n.newBulkhead(); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 

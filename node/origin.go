@@ -349,6 +349,13 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	if !json.Valid(input) {
 		return api.Status{}, fmt.Errorf("the workflow input is not valid JSON")
 	}
+	// Accepted durably or refused (capacity.go): beyond MaxWorkflows
+	// running workflows the submission is refused, nothing recorded.
+	admitted, err := n.admitWorkflow()
+	if err != nil {
+		return api.Status{}, err
+	}
+	defer admitted()
 	grammar.AssignPaths(w)
 	services, _, _ := grammar.Stats(w)
 	id := newID("wf")
@@ -553,7 +560,9 @@ func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte 
 	if err := rpc.Dec.Unmarshal(req, &r); err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: "bad request: " + err.Error()})
 	}
-	if err := n.authorizeClient(from, r.Op); err != nil {
+	if err := n.authorizeClient(from, r.Op); errors.Is(err, errBusy) {
+		return rpc.MustCBOR(api.ClientResponse{Error: err.Error(), Code: api.CodeBusy})
+	} else if err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: err.Error()})
 	}
 	return rpc.MustCBOR(n.client(r))
@@ -563,6 +572,9 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 	switch r.Op {
 	case api.OpSubmit:
 		st, err := n.Submit(r.FileName, r.Source, r.Input)
+		if errors.Is(err, errBusy) {
+			return api.ClientResponse{Error: err.Error(), Code: api.CodeBusy}
+		}
 		if err != nil {
 			return api.ClientResponse{Error: err.Error()}
 		}

@@ -46,7 +46,22 @@ type announcement struct {
 	// Sched is the issued_at (Unix nanoseconds) of the signed timetable the
 	// peer holds, 0 for none: a peer holding an older one fetches it.
 	Sched int64 `json:"sched,omitempty"`
+	// Slots is the peer's limit on concurrent step executions, Free how
+	// many of them are free and Room how many more steps it takes (to run
+	// or to queue) before it refuses them as busy (package node/bulkhead).
+	// A peer that announces no Slots (an older version) is not known to be
+	// full.
+	Slots int `json:"slots,omitempty"`
+	Free  int `json:"free,omitempty"`
+	Room  int `json:"room,omitempty"`
 }
+
+// full reports whether the peer announced that it would refuse a step as
+// busy.
+func (a announcement) full() bool { return a.Slots > 0 && a.Room == 0 }
+
+// waits reports whether a step sent to the peer would wait for a slot.
+func (a announcement) waits() bool { return a.Slots > 0 && a.Free == 0 }
 
 type presenceEntry struct {
 	ann      announcement
@@ -250,7 +265,11 @@ func (p *presence) self(bump bool) announcement {
 	if bump {
 		seq = p.seq.Add(1)
 	}
+	slots, free, room := n.capacity()
 	return announcement{
+		Slots:    slots,
+		Free:     free,
+		Room:     room,
 		ID:       n.host.ID().String(),
 		Addrs:    addrs,
 		Zone:     n.cfg.Zone,
@@ -294,6 +313,30 @@ func (p *presence) live() map[peer.ID]announcement {
 		out[id] = e.ann
 	}
 	return out
+}
+
+// noteFull records that a peer refused a step as busy: until its next
+// announcement, peer choice takes it as full.
+func (p *presence) noteFull(id peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.peers[id]; ok && e.ann.Slots > 0 {
+		e.ann.Free, e.ann.Room = 0, 0
+	}
+}
+
+// noteTaken records that a peer took a step: until its next announcement,
+// peer choice counts it one step busier, so senders acting on the same
+// announcement do not all pick the same peer.
+func (p *presence) noteTaken(id peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.peers[id]
+	if !ok {
+		return
+	}
+	e.ann.Queue++
+	e.ann.Free, e.ann.Room = max(0, e.ann.Free-1), max(0, e.ann.Room-1)
 }
 
 // forget drops a peer from the view (it was found silent or dead).
@@ -354,6 +397,7 @@ func annInfo(a announcement, seen time.Time, self, connected bool) api.PeerInfo 
 		ID: a.ID, Addrs: a.Addrs, Zone: a.Zone, Services: a.Services, Patterns: a.Patterns,
 		CPU: a.CPU, MemUsed: a.Mem, Queue: a.Queue, Draining: a.Draining,
 		LastSeen: seen, Self: self, Connected: connected,
+		Slots: a.Slots, Free: a.Free, Room: a.Room,
 	}
 }
 

@@ -27,9 +27,11 @@ type candidate struct {
 // the learned or declared run time; peers the timetable only "does not
 // know" about are used when no peer is known to be powered). Among those it
 // prefers, in order: a peer not in avoid (siblings of a FORK go to distinct
-// peers where possible), a peer the timetable vouches for, a zone other than
-// this peer's (zones fail together), more powered time to spare, a short
-// queue and low CPU; ties are broken at random to spread work.
+// peers where possible), a peer the timetable vouches for, a peer with room
+// (one that announced a full queue would refuse as busy: capacity.go), a
+// zone other than this peer's (zones fail together), a free execution slot,
+// more powered time to spare, a short queue and low CPU; ties are broken at
+// random to spread work.
 func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer.ID]bool) (peer.ID, bool) {
 	var cands []candidate
 	consider := func(id peer.ID, a announcement) {
@@ -45,6 +47,13 @@ func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer
 		}
 		if a.Zone == n.cfg.Zone && n.cfg.Zone != "" {
 			score += 10
+		}
+		// Room first (bulkheads): a full peer would refuse as busy, and
+		// on one without a free slot the step would wait.
+		if a.full() {
+			score += 40
+		} else if a.waits() {
+			score += 8
 		}
 		score += float64(a.Queue) * 2
 		score += a.CPU / 50

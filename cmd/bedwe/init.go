@@ -434,6 +434,7 @@ services:
   #   command: ["/usr/local/bin/resize", "--fast"]
   #   timeout: 30s    # per attempt; the whole process group is killed
   #   expect: 5s      # expected run time, for power-aware peer choice
+  #   max_concurrent: 2  # at most 2 at once on this board (more wait in the queue)
 
   # http: POST the request as JSON; a 2xx JSON object body is the result.
   # notify: {kind: http, url: "http://127.0.0.1:8080/notify", timeout: 5s}

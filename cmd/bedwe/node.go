@@ -41,6 +41,14 @@ node is the origin of and the timetable (JSON under /api/). No page asks who is 
 address that is not loopback (127.0.0.1, [::1], localhost) unless --http-public is
 given too; port 0 picks a free port, which node.json names ("http").
 
+Capacity (bulkheads): at most --max-concurrent steps run at once (and at most
+max_concurrent of a service that declares it); at most --queue accepted steps wait
+for a slot beyond those, and a hand-off beyond that is refused as busy before
+anything is journaled, so the sender tries another peer; presence announces the free
+slots.
+Beyond --max-workflows running workflows this node is the origin of, a submission is
+refused as busy (bedwe submit exits 3).
+
 Settings: DATA/config.yaml (written by bedwe init) holds any of the flags below by
 name (zone: block-7, listen: [...]); a BEDWE_<FLAG> environment variable (BEDWE_ZONE,
 BEDWE_LOG_LEVEL, ...) overrides the file, and a flag on the command line overrides both.
@@ -52,7 +60,8 @@ Examples:
        --services services.yaml --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW...
    bedwe node --data ~/.bedwe --zone block-7 --services services.yaml \
        --swarm-key ~/.bedwe/swarm.key --trusted-peers ~/.bedwe/trusted-peers --clients ~/.bedwe/clients
-   bedwe node --data ~/.bedwe --http 127.0.0.1:9464 --pprof   # then: curl 127.0.0.1:9464/metrics`,
+   bedwe node --data ~/.bedwe --http 127.0.0.1:9464 --pprof   # then: curl 127.0.0.1:9464/metrics
+   bedwe node --data ~/.bedwe --max-concurrent 8 --queue 32 --max-workflows 500`,
 		Flags: []cli.Flag{
 			dataFlag(),
 			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
@@ -80,6 +89,9 @@ Examples:
 			&cli.StringFlag{Name: "http", Usage: "serve Prometheus metrics at http://HOST:PORT/metrics and the dashboard at / (e.g. 127.0.0.1:9464; port 0: any free port, named in node.json); a loopback address unless --http-public. Empty: no listener"},
 			&cli.BoolFlag{Name: "http-public", Usage: "allow --http on a non-loopback address: the pages answer anyone who can reach them, so firewall the port"},
 			&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the --http listener"},
+			&cli.IntFlag{Name: "max-concurrent", Usage: "run at most `N` steps at once (services may set a lower max_concurrent of their own); default 4 per CPU, at least 16", Value: node.DefaultMaxConcurrent()},
+			&cli.IntFlag{Name: "queue", Usage: "let at most `N` accepted steps wait for an execution slot beyond the --max-concurrent running; beyond that hand-offs are refused as busy and go to other peers", Value: node.DefaultQueueLength},
+			&cli.IntFlag{Name: "max-workflows", Usage: "be the origin of at most `N` running workflows; beyond it submissions are refused as busy", Value: node.DefaultMaxWorkflows},
 		},
 		Action: runNode,
 	})
@@ -167,6 +179,17 @@ func runNode(c *cli.Context) error {
 	cfg.Pprof = c.Bool("pprof")
 	if cfg.Pprof && cfg.HTTP == "" {
 		return cli.Exit("--pprof is served on the --http listener: give --http 127.0.0.1:PORT too", 1)
+	}
+	for _, f := range []struct {
+		name string
+		min  int
+		to   *int
+	}{{"max-concurrent", 1, &cfg.MaxConcurrent}, {"queue", 1, &cfg.QueueLength}, {"max-workflows", 1, &cfg.MaxWorkflows}} {
+		if v := c.Int(f.name); v < f.min {
+			return cli.Exit(fmt.Sprintf("--%s %d: use at least %d", f.name, v, f.min), 1)
+		} else {
+			*f.to = v
+		}
 	}
 	cfg.Logger = logger
 	n, err := node.New(cfg)

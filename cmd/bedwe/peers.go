@@ -52,7 +52,7 @@ Examples:
 				return printJSON(peers)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PEER\tZONE\tSERVICES\tCPU%\tQUEUE\tSEEN\tSTATE\tPOWER")
+			fmt.Fprintln(tw, "PEER\tZONE\tSERVICES\tCPU%\tQUEUE\tFREE\tSEEN\tSTATE\tPOWER")
 			for _, p := range peers {
 				svcs := append(append([]string{}, p.Services...), p.Patterns...)
 				list := strings.Join(svcs, ",")
@@ -72,7 +72,16 @@ Examples:
 				if !p.Self {
 					seen = time.Since(p.LastSeen).Round(100*time.Millisecond).String() + " ago"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, seen, state, orDash(p.Power))
+				// FREE: free execution slots of the limit, "full" when its
+				// queue refuses more ("-": a peer that announces none).
+				free := "-"
+				switch {
+				case p.Slots > 0 && p.Free == 0 && p.Room == 0:
+					free = "full"
+				case p.Slots > 0:
+					free = fmt.Sprintf("%d/%d", p.Free, p.Slots)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\n", short(p.ID), orDash(p.Zone), list, p.CPU, p.Queue, free, seen, state, orDash(p.Power))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/pack"
 )
 
@@ -25,7 +26,10 @@ func submitCommand() *cli.Command {
 		Description: `Sends the workflow in FILE (- for stdin) with its input to a peer: the local node
 found through --data by default, any peer with --peer, or a testnet with --testnet.
 Prints the workflow ID. With --wait, shows progress on stderr and prints the result
-JSON on stdout; the exit code is 0 only if the workflow succeeded.
+JSON on stdout; the exit code is 0 only if the workflow succeeded. A peer at its
+limit of running workflows (bedwe node --max-workflows), or a client submitting
+faster than the peer's rate limit, is refused as busy, nothing recorded: the message
+says which and the exit code is 3 (submit again later or to another peer).
 
 Examples:
    bedwe submit wf.bedwe --input '{"city":"Lome"}'
@@ -101,6 +105,11 @@ func runSubmit(c *cli.Context) error {
 	}
 	defer cl.Close()
 	st, err := cl.Submit(ctx, name, string(src), input)
+	if client.IsBusy(err) {
+		// Refused at the peer's limits, nothing recorded: scripts may
+		// submit again later.
+		return cli.Exit(err.Error(), 3)
+	}
 	if err != nil {
 		return remoteExit(err)
 	}

@@ -57,6 +57,11 @@ const (
 	// gone): nothing was taken; the sender keeps the work and tries again
 	// (issue 12).
 	CodeUnsettled = "unsettled"
+	// CodeBusy: the peer is at its limits (its queue of steps waiting for
+	// an execution slot is full, or, for a submission, it is the origin of
+	// as many running workflows as it takes). Nothing was journaled: try
+	// another peer, or the same one later. It is not a failure of the peer.
+	CodeBusy = "busy"
 )
 
 // Delivery is a branch's end: its result for the join holder.
@@ -133,6 +138,9 @@ type ClientResponse struct {
 	// Refused (OpPeers) lists the peers the node refused recently: not
 	// members, unauthorized clients (see package node/member).
 	Refused []RefusedPeer `cbor:"12,keyasint,omitempty"`
+	// Code classifies Error when it is one of the refusal codes a client
+	// acts on (CodeBusy: nothing was recorded, submit again later).
+	Code string `cbor:"13,keyasint,omitempty"`
 }
 
 // Workflow states.
@@ -190,6 +198,13 @@ type PeerInfo struct {
 	// closed, open (recent hand-offs failed: peer choice passes it over)
 	// or half-open (one probe allowed).
 	Breaker string `cbor:"15,keyasint,omitempty" json:"breaker,omitempty"`
+	// Slots is the peer's limit on concurrent step executions, Free how
+	// many are free and Room how many more steps its queue takes before it
+	// refuses them as busy, as the peer announced them (all zero for a
+	// peer that announces no capacity).
+	Slots int `cbor:"16,keyasint,omitempty" json:"slots,omitempty"`
+	Free  int `cbor:"17,keyasint,omitempty" json:"free,omitempty"`
+	Room  int `cbor:"18,keyasint,omitempty" json:"room,omitempty"`
 }
 
 // NodeFile is written by a running node to DATA/node.json so that local

@@ -131,16 +131,28 @@ func (c *Client) do(ctx context.Context, req api.ClientRequest) (api.ClientRespo
 		return resp, err
 	}
 	if resp.Error != "" {
-		return resp, &RemoteError{Msg: resp.Error}
+		return resp, &RemoteError{Msg: resp.Error, Code: resp.Code}
 	}
 	return resp, nil
 }
 
 // RemoteError is an error reported by the peer (a bad workflow, an unknown
 // ID), as opposed to a failure to reach it.
-type RemoteError struct{ Msg string }
+type RemoteError struct {
+	Msg string
+	// Code classifies the refusal when the peer gave one (api.CodeBusy).
+	Code string
+}
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// IsBusy reports whether err is a peer's refusal because it is at its
+// limits (api.CodeBusy): nothing was recorded, and the same request may
+// succeed later or on another peer.
+func IsBusy(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Code == api.CodeBusy
+}
 
 // Submit sends a workflow (its text and a file name for error messages)
 // with its input JSON; the peer becomes the workflow's origin.

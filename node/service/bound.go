@@ -30,6 +30,10 @@ type bound struct {
 	expect  time.Duration
 	clock   clockwork.Clock // measures timeout
 	rec     *recorder       // nil: attempts are not recorded
+	// maxConcurrent is the declaration's limit on concurrent executions
+	// (0: none); group names the declaration it belongs to.
+	maxConcurrent int
+	group         string
 }
 
 // Kind implements Service.

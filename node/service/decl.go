@@ -21,6 +21,7 @@ import (
 type decl struct {
 	kind            string
 	timeout, expect time.Duration
+	maxConcurrent   int // 0: no limit of its own
 
 	// exec
 	command []string
@@ -50,6 +51,10 @@ type decl struct {
 	match string
 }
 
+// maxConcurrentLimit bounds max_concurrent (the node's own limit caps it
+// anyway).
+const maxConcurrentLimit = 1 << 16
+
 // expectOrDefault is the declared expect, else the kind's natural estimate.
 func (d *decl) expectOrDefault() time.Duration {
 	switch {
@@ -74,7 +79,7 @@ var kindFields = map[string][]string{
 }
 
 var (
-	commonFields = []string{"expect", "kind", "timeout"}
+	commonFields = []string{"expect", "kind", "max_concurrent", "timeout"}
 	kindNames    = "exec, http, sleep, echo or fail"
 )
 
@@ -126,6 +131,12 @@ func (p *parser) decl(n *yaml.Node, where string, isPattern bool) *decl {
 			d.timeout = p.duration(v, field, true)
 		case "expect":
 			d.expect = p.duration(v, field, true)
+		case "max_concurrent":
+			if m := p.int(v, field); m < 1 || m > maxConcurrentLimit {
+				p.errorf(v, field, "want a whole number of concurrent executions from 1 to %d, got %s", maxConcurrentLimit, describe(v))
+			} else {
+				d.maxConcurrent = int(m)
+			}
 		case "command":
 			d.command = p.command(v, field)
 		case "env":

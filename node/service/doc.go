@@ -34,6 +34,7 @@
 //	    env: {A: b}        # added to the node's environment
 //	    dir: /tmp          # working directory (absolute, must exist)
 //	    expect: 5s         # expected run time, for power-aware peer choice
+//	    max_concurrent: 2  # at most 2 at once on this peer (queued beyond)
 //	  # http: POST the JSON request; a 2xx JSON object body is the result.
 //	  notify:
 //	    kind: http
@@ -59,9 +60,11 @@
 //	  - {match: "mProject_*", kind: exec, command: [/opt/wf/run-task]}
 //
 // Fields every kind accepts: kind (required), timeout (per attempt; none
-// means only the caller's context limits it) and expect (the expected run
+// means only the caller's context limits it), expect (the expected run
 // time; it defaults to the sleep duration for sleep and to timeout for exec
-// and http). Unknown fields and kinds are rejected; every error carries the
+// and http) and max_concurrent (at most this many executions at once on
+// this peer, besides the peer's own limit; for a pattern, all the names it
+// matches share the limit; see [Concurrency]). Unknown fields and kinds are rejected; every error carries the
 // line and column of the offending YAML node.
 //
 // # The record file

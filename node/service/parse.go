@@ -214,7 +214,7 @@ func (p *parser) services(n *yaml.Node, r *Registry) {
 			return
 		}
 		if rn := p.build(d, v, where); rn != nil {
-			r.services[name] = &bound{name: name, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock}
+			r.services[name] = &bound{name: name, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock, maxConcurrent: d.maxConcurrent}
 		}
 	})
 }
@@ -239,7 +239,7 @@ func (p *parser) patterns(n *yaml.Node, r *Registry) {
 			continue
 		}
 		if rn := p.build(d, v, where); rn != nil {
-			r.patterns = append(r.patterns, pattern{match: d.match, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock})
+			r.patterns = append(r.patterns, pattern{match: d.match, r: rn, timeout: d.timeout, expect: d.expectOrDefault(), clock: p.opts.clock, maxConcurrent: d.maxConcurrent})
 		}
 	}
 }

@@ -156,10 +156,12 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", "version: 1\nservices:\n  a: {kind: echo}\n  a: {kind: echo}\n", []string{"line 4:3: services.a: appears twice"}},
 		{"services a list", "version: 1\nservices: [a]\n", []string{"want a mapping of service name"}},
 		{"entry not a mapping", "version: 1\nservices:\n  a: echo\n", []string{`line 3:6: services.a: want a mapping like {kind: sleep, duration: 10ms}, got "echo"`}},
+		{"max_concurrent zero", "version: 1\nservices:\n  a: {kind: echo, max_concurrent: 0}\n", []string{"line 3:35: services.a.max_concurrent: want a whole number of concurrent executions from 1 to 65536, got 0"}},
+		{"max_concurrent text", "version: 1\nservices:\n  a: {kind: echo, max_concurrent: two}\n", []string{"services.a.max_concurrent: want an integer"}},
 		{"missing kind", "version: 1\nservices:\n  a: {duration: 1s}\n", []string{"services.a.kind: missing (want exec, http, sleep, echo or fail)"}},
 		{"unknown kind", "version: 1\nservices:\n  a: {kind: python}\n", []string{`line 3:13: services.a.kind: unknown kind "python" (want exec, http, sleep, echo or fail)`}},
 		{"unknown field", "version: 1\nservices:\n  a: {kind: sleep, duration: 1s, colour: red}\n", []string{
-			"line 3:34: services.a.colour: unknown field for kind sleep (allowed: duration, expect, field, from_request, kind, max, scale, timeout)"}},
+			"line 3:34: services.a.colour: unknown field for kind sleep (allowed: duration, expect, field, from_request, kind, max, max_concurrent, scale, timeout)"}},
 		{"field of another kind", "version: 1\nservices:\n  a: {kind: sleep, duration: 1s, url: x}\n", []string{
 			"services.a.url: unknown field for kind sleep; it belongs to kind http"}},
 		{"match outside patterns", "version: 1\nservices:\n  a: {kind: echo, match: x}\n", []string{"services.a.match: unknown field for kind echo"}},
@@ -187,7 +189,7 @@ func TestParseErrors(t *testing.T) {
 		{"patterns a mapping", "version: 1\npatterns: {a: b}\n", []string{"patterns: want a list of {match: GLOB, kind: ...}"}},
 		{"pattern without match", "version: 1\npatterns:\n  - {kind: echo}\n", []string{"line 3:5: patterns[0].match: missing"}},
 		{"pattern bad glob", "version: 1\npatterns:\n  - {match: \"S[\", kind: echo}\n", []string{`patterns[0].match: want a glob over service names`}},
-		{"pattern unknown field", "version: 1\npatterns:\n  - {match: \"*\", kind: echo, foo: 1}\n", []string{"patterns[0].foo: unknown field for kind echo (allowed: expect, kind, match, timeout)"}},
+		{"pattern unknown field", "version: 1\npatterns:\n  - {match: \"*\", kind: echo, foo: 1}\n", []string{"patterns[0].foo: unknown field for kind echo (allowed: expect, kind, match, max_concurrent, timeout)"}},
 		{"record empty", "version: 1\nrecord: \"\"\n", []string{`line 2:9: record: want the path of a file to append invocation records to, got ""`}},
 		{"record a list", "version: 1\nrecord: [a.jsonl]\n", []string{"line 2:9: record: want the path of a file to append invocation records to, got a list"}},
 		{"record a number", "version: 1\nrecord: 5\n", []string{"line 2:9: record: want the path of a file to append invocation records to, got 5"}},
@@ -244,5 +246,26 @@ func TestParseAliases(t *testing.T) {
 	}
 	if !r.Offers("a") || !r.Offers("b") {
 		t.Errorf("Names() = %q, want a and b", r.Names())
+	}
+}
+
+// TestParseMaxConcurrent: a named service has a limit of its own; the
+// names a pattern matches share the pattern's.
+func TestParseMaxConcurrent(t *testing.T) {
+	r, err := Parse([]byte("version: 1\nservices:\n  a: {kind: echo, max_concurrent: 2}\n  b: {kind: echo}\npatterns:\n  - {match: \"S*\", kind: echo, max_concurrent: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, group string
+		limit       int
+	}{{"a", "services.a", 2}, {"b", "", 0}, {"S1", "patterns[0] S*", 3}, {"S2", "patterns[0] S*", 3}} {
+		s, ok := r.Lookup(tt.name)
+		if !ok {
+			t.Fatalf("%s not offered", tt.name)
+		}
+		if g, l := Concurrency(s); g != tt.group || l != tt.limit {
+			t.Errorf("Concurrency(%s) = %q, %d; want %q, %d", tt.name, g, l, tt.group, tt.limit)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type pattern struct {
 	timeout time.Duration
 	expect  time.Duration
 	clock   clockwork.Clock
+	// maxConcurrent limits concurrent executions of all the names the
+	// pattern matches together (0: no limit of its own).
+	maxConcurrent int
 }
 
 // NewRegistry builds a registry from services by name, for embedding bedwe
@@ -97,12 +100,30 @@ func (r *Registry) Lookup(name string) (Service, bool) {
 	if checkName(name) != "" {
 		return nil, false
 	}
-	for _, p := range r.patterns {
+	for i, p := range r.patterns {
 		if ok, _ := path.Match(p.match, name); ok {
-			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock, rec: r.rec}, true
+			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock, rec: r.rec,
+				maxConcurrent: p.maxConcurrent, group: fmt.Sprintf("patterns[%d] %s", i, p.match)}, true
 		}
 	}
 	return nil, false
+}
+
+// Concurrency returns a service's limit on concurrent executions from its
+// declaration's max_concurrent (0: none of its own; the node's limit still
+// applies) and the group that shares the limit: the service itself when
+// declared by name, every name a pattern matches together for a pattern
+// (one declaration, one command or endpoint to protect). Services not
+// built by the parser (NewRegistry) have no limit.
+func Concurrency(s Service) (group string, limit int) {
+	b, ok := s.(*bound)
+	if !ok || b.maxConcurrent <= 0 {
+		return "", 0
+	}
+	if b.group != "" {
+		return b.group, b.maxConcurrent
+	}
+	return "services." + b.name, b.maxConcurrent
 }
 
 // Offers reports whether this peer declares service name.

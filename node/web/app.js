@@ -41,10 +41,11 @@ function drawMesh(m) {
       if (p.suspected) badges += ` <span class="badge suspected">suspected</span>`;
       if (p.breaker && p.breaker !== "closed") badges += ` <span class="badge ${esc(p.breaker)}">breaker ${esc(p.breaker)}</span>`;
       if (p.draining) badges += ` <span class="badge draining">draining</span>`;
+      if (p.slots && !p.room) badges += ` <span class="badge full">full</span>`;
       html += `<div class="peer" data-peer="${esc(p.id)}" data-suspected="${!!p.suspected}" data-breaker="${esc(p.breaker || "")}">
         <span class="dot ${p.connected ? "on" : ""}" title="${p.connected ? "connected" : "not connected"}"></span>
         <code title="${esc(p.id)}">${esc(short(p.id))}</code>${p.self ? ' <span class="muted">(this node)</span>' : ""}
-        ${badges} <span class="muted">queue ${p.queue}</span></div>`;
+        ${badges} <span class="muted">queue ${p.queue}${p.slots ? ` · free ${p.free || 0}/${p.slots}` : ""}</span></div>`;
     }
     html += "</div>";
   }
