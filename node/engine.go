@@ -110,7 +110,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		}
 	}
 	settled := held.Settled{Result: held.SettleOK}
-	if err := n.settle(ctx, p.Attempt, p.Settle, n.host.ID().String()); errors.Is(err, errSuperseded) {
+	var takenBy takenError
+	if err := n.settle(ctx, p.Attempt, p.Settle, n.host.ID().String()); errors.As(err, &takenBy) {
+		settled.Result = held.SettleSuperseded
+	} else if errors.Is(err, errSuperseded) {
 		settled.Result = held.SettleSuperseded
 	} else if errors.Is(err, errUnsettled) {
 		settled = held.Settled{Result: held.SettleUnsettled, Err: err.Error()}
@@ -129,6 +132,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	switch r := rd.Reply; {
 	case r == nil:
 		return refuse(api.CodeInternal, "workflow "+p.WorkflowID+": no decision")
+	case r.Code == held.CodeSuperseded && takenBy.By != "":
+		n.log.Warn("refusing work another peer took first", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "taken_by", rpc.ShortIDString(takenBy.By))
+		return api.Ack{Code: api.CodeTaken, Error: fmt.Sprintf("workflow %s: step %s (path %s) attempt %d: %v", p.WorkflowID, head.Name, head.Path, p.Attempt, takenBy),
+			Guardians: []pack.Peer{{ID: takenBy.By}}}
 	case r.Code == held.CodeSuperseded:
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
@@ -541,6 +548,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.Code == api.CodeSuperseded {
 				return "", nil, errChainSuperseded
 			}
+			if id, ok := n.takenAt(p, ack); ok {
+				return id, nil, nil
+			}
 			if ack.Code == api.CodeUnsettled {
 				unsettled.mark()
 			}
@@ -585,6 +595,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				// This chain was re-routed upstream; it ends here.
 				return "", nil, errChainSuperseded
 			}
+			if id, ok := n.takenAt(p, ack); ok {
+				return id, nil, nil
+			}
 			if ack.Code == api.CodeBadPack {
 				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
 			}
@@ -612,6 +625,23 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
+}
+
+// takenAt reads a CodeTaken refusal: another peer took this attempt of
+// the step first (this sender missed its ack: a cut, a stream timeout).
+// The hand-off counts as made to that peer, which the caller then guards
+// (guardHandedOff), so that the step is re-routed should that peer be
+// gone (node/guard G8, join J6).
+func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
+	if ack.Code != api.CodeTaken || len(ack.Guardians) == 0 {
+		return "", false
+	}
+	id, err := peer.Decode(ack.Guardians[0].ID)
+	if err != nil {
+		return "", false
+	}
+	n.log.Warn("a peer took this step before (its ack was lost); guarding it there", "workflow", p.WorkflowID, "peer", rpc.ShortID(id), "attempt", p.Attempt)
+	return id, true
 }
 
 // unsettledClock times how long a sender's hand-over has been refused as

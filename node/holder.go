@@ -383,6 +383,9 @@ func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
 	for rd.Ask != nil {
 		owners := n.askOwners(ctx, &rec, *rd.Ask)
 		owners.GiveUp = !owners.Answered && time.Now().After(deadline)
+		if !owners.Answered && !owners.GiveUp && !owners.Superseded && !owners.Released && !owners.Ended {
+			n.log.Info("resuming held pack: waiting for every guardian to answer", "key", rec.Key, "until", deadline.Format(time.RFC3339))
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -405,21 +408,22 @@ func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
 // and the origin whether the workflow ended.
 func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners) held.Owners {
 	replies := make([]api.GuardReply, len(q.Guardians))
+	errs := make([]error, len(q.Guardians))
 	var wg sync.WaitGroup
 	for i, g := range q.Guardians {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = n.guardCall(ctx, g, api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
+			replies[i], errs[i] = n.guardCallErr(ctx, g, api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
 		}()
 	}
 	wg.Wait()
-	var o held.Owners
-	for _, rep := range replies {
-		if !rep.OK {
+	o := held.Owners{Answered: true}
+	for i, rep := range replies {
+		if errs[i] != nil || !rep.OK {
+			o.Answered = false
 			continue
 		}
-		o.Answered = true
 		o.Superseded = o.Superseded || rep.Superseded
 		o.Released = o.Released || rep.Released
 	}

@@ -46,6 +46,17 @@ var errSuperseded = errors.New("a guardian re-routed an earlier step of this cha
 // tries again.
 var errUnsettled = errors.New("no peer of a settle item answered")
 
+// takenError says a guardian (G8) or a join copy (J6) answered that
+// another successor, By, took this attempt first.
+type takenError struct{ By string }
+
+func (e takenError) Error() string {
+	return "another peer (" + rpc.ShortIDString(e.By) + ") took this attempt first"
+}
+
+// Unwrap makes a takenError an errSuperseded for callers that only stop.
+func (e takenError) Unwrap() error { return errSuperseded }
+
 // settleCallTimeout bounds one settle call.
 const settleCallTimeout = 2 * time.Second
 
@@ -131,6 +142,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 	answered := make([]bool, len(items))
 	deadline := time.Now().Add(settleBudget)
 	var superseded atomic.Bool
+	var takenBy atomic.Value // string
 	for round := 0; ; round++ {
 		failed := make([]bool, len(calls))
 		var wg sync.WaitGroup
@@ -145,14 +157,21 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 					return
 				}
 				if rep.Superseded {
-					n.log.Info("settle answered superseded", "op", m.Protocol(), "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "attempt", rep.Attempt, "why", rep.Error)
-					superseded.Store(true)
+					n.log.Info("settle answered superseded", "op", m.Protocol(), "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "attempt", rep.Attempt, "taken_by", rpc.ShortIDString(rep.Holder.ID), "why", rep.Error)
+					if rep.Holder.ID != "" {
+						takenBy.Store(rep.Holder.ID)
+					} else {
+						superseded.Store(true)
+					}
 				}
 			}()
 		}
 		wg.Wait()
 		if superseded.Load() {
 			return errSuperseded
+		}
+		if by, _ := takenBy.Load().(string); by != "" {
+			return takenError{By: by}
 		}
 		if err := ctx.Err(); err != nil {
 			// A cancelled caller (its work superseded, the node stopping)

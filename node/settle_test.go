@@ -172,9 +172,10 @@ func TestUnansweredSettleRefusesHandover(t *testing.T) {
 // TestSecondSuccessorRefused is guard invariant G8 on real nodes: a
 // sender hands the same step to receiver A and, its ack lost, to receiver
 // B. Both settle the step before it with the same guardian G; G was
-// released by A, so it answers B's release superseded, B refuses the
-// pack, and the step runs once (counted in the invocation record). Before
-// G8, G answered "released already" and the step ran on both.
+// released by A, so it answers B's release superseded naming A, B refuses
+// the pack with the taken code naming A (the sender then guards the step
+// at A), and the step runs once (counted in the invocation record).
+// Before G8, G answered "released already" and the step ran on both.
 func TestSecondSuccessorRefused(t *testing.T) {
 	dir := t.TempDir()
 	recFile := filepath.Join(dir, "invocations.jsonl")
@@ -204,8 +205,8 @@ func TestSecondSuccessorRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ack.OK || ack.Code != api.CodeSuperseded {
-		t.Fatalf("hand-off of the same attempt to B: %+v, want refused with code %s", ack, api.CodeSuperseded)
+	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != af.PeerID {
+		t.Fatalf("hand-off of the same attempt to B: %+v, want refused with code %s naming A (%s)", ack, api.CodeTaken, af.PeerID)
 	}
 	waitHandedOn(t, cfgA.EventsFile, "0")
 	if runs := countRuns(t, recFile, "S1"); runs != 1 {

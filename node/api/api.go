@@ -57,6 +57,11 @@ const (
 	// gone): nothing was taken; the sender keeps the work and tries again
 	// (issue 12).
 	CodeUnsettled = "unsettled"
+	// CodeTaken: another peer took this attempt of the step first (its
+	// acknowledgement to the sender was lost): Ack.Guardians names it, and
+	// the sender guards the step there instead of handing it on again
+	// (node/guard G8, join J6).
+	CodeTaken = "taken"
 	// CodeBusy: the peer is at its limits (its queue of steps waiting for
 	// an execution slot is full, or, for a submission, it is the origin of
 	// as many running workflows as it takes). Nothing was journaled: try

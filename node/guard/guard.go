@@ -54,9 +54,10 @@
 //     that took the step's next hop (By; empty when a holder, a join or
 //     an origin releases). The tombstone keeps the first successor, and a
 //     release of the same attempt by another successor is answered
-//     Superseded: a sender whose hand-off ack was lost (a cut, a stream
-//     timeout) and that handed the next step to a second peer starts one
-//     chain, not two — the second receiver refuses the pack.
+//     Superseded, naming the first (Reply.Holder): a sender whose hand-off
+//     ack was lost (a cut, a stream timeout) and that handed the next step
+//     to a second peer starts one chain, not two — the second receiver
+//     refuses the pack, and the sender guards the step at the first.
 //   - G7 (every guardian of a re-routed attempt says so): when the primary
 //     re-routes (or gives up on an at-most-once step), it tells the old
 //     attempt's other guardians with a Release marked Rerouted; their
@@ -529,6 +530,9 @@ func (g *Guard) release(e Release) Ready {
 				(g.mark.Attempt == e.Attempt && e.By != "" && g.mark.By != "" && g.mark.By != e.By)))
 		r := g.Status()
 		r.Superseded = superseded
+		if g.copy == nil && g.mark != nil && g.mark.Attempt == e.Attempt && !g.mark.Rerouted && e.By != "" && g.mark.By != "" && g.mark.By != e.By {
+			r.Holder = pack.Peer{ID: g.mark.By} // G8: taken by that successor
+		}
 		return Ready{Reply: &r}
 	}
 	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
@@ -540,8 +544,10 @@ func (g *Guard) release(e Release) Ready {
 			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
 		}
 		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && e.By != "" && g.mark.By != "" && g.mark.By != e.By {
-			// G8: released by another successor first.
-			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
+			// G8: released by another successor first; the answer names
+			// it, so the sender guards the step there (it may have missed
+			// that successor's ack).
+			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt, Holder: pack.Peer{ID: g.mark.By}}}
 		}
 		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && !e.Rerouted && g.mark.By == "" && e.By != "" {
 			g.mark.By = e.By

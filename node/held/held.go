@@ -54,7 +54,11 @@
 //   - H5 (a restarted holder asks first): restored work runs or is
 //     forwarded only after its guardians and the origin were asked: any
 //     guardian that re-routed the step (or released it, for work not yet
-//     forwarded) or an origin whose workflow ended drops it.
+//     forwarded) or an origin whose workflow ended drops it. It goes on
+//     only once every guardian answered, or the restart grace passed: a
+//     guardian that does not answer may be the one that was released
+//     (after a blackout the others come back first), and no answer is not
+//     "still yours" (issue 12, F3).
 //
 // The node owns the journal, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -348,8 +352,8 @@ type Restored struct{}
 // Owners: what the guardians and the origin answered a restored holder.
 // Superseded: a guardian re-routed the attempt; Released: a guardian was
 // released (by a successor); Ended: the origin says the workflow ended;
-// Answered: at least one guardian answered; GiveUp: the node stops asking
-// (every guardian silent past the restart grace).
+// Answered: every guardian answered; GiveUp: the node stops asking (a
+// guardian still silent past the restart grace).
 type Owners struct {
 	Superseded, Released, Ended, Answered, GiveUp bool
 }

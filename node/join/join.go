@@ -451,6 +451,9 @@ type Ack struct {
 	OK      bool
 	Refusal Refusal
 	Error   string
+	// Holder (RefuseSuperseded of a second holder of the same branch
+	// start, J6) is the peer that holds the branch.
+	Holder string
 }
 
 // Ready is what the node must do after a Step, in field order.
@@ -719,7 +722,7 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt == ev.Attempt && old.Holder.ID != ev.Holder.ID {
 			// J6: the same start reached a second holder (the actor's
 			// hand-off to the first timed out); the first holds it.
-			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
+			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Holder: old.Holder.ID, Error: fmt.Sprintf(
 				"join %s: branch %d (attempt %d) is held by %s already", j.rec.ID, ev.Branch, ev.Attempt, old.Holder.ID)}}
 		}
 		r := none()
