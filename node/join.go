@@ -317,7 +317,7 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 		n.guardHandedOff(p, target, nil, backups)
 		return
 	}
-	if ctx.Err() != nil || err == errCancelled {
+	if ctx.Err() != nil || errors.Is(err, errCancelled) {
 		return
 	}
 	msg := fmt.Sprintf("step %s (path %s): %v", head.Service.Name, head.Service.Path, err)
