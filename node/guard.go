@@ -695,7 +695,8 @@ func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
 	return ended
 }
 
-// workflowEndedReached is workflowEnded, and whether any origin answered.
+// workflowEndedReached is workflowEnded, and whether any origin other
+// than this peer answered.
 func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, reached bool) {
 	replies := make([]api.GuardReply, len(p.Origin))
 	errs := make([]error, len(p.Origin))
@@ -708,12 +709,15 @@ func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, r
 		}()
 	}
 	wg.Wait()
-	for i, rep := range replies {
-		if errs[i] == nil {
-			reached = true
+	self := n.host.ID().String()
+	for i := range replies {
+		if errs[i] == nil && p.Origin[i].ID != self {
+			reached = true // this peer's own answer says nothing of a cut
 		}
+	}
+	for _, rep := range replies {
 		if rep.OK && rep.Known {
-			return rep.Released, true
+			return rep.Released, reached
 		}
 	}
 	return false, reached
