@@ -673,14 +673,20 @@ func (u *unsettledClock) since() time.Duration {
 const unsettledQuick = 6 * time.Second
 
 // maybeLenient marks every settle item Lenient once the refusals have
-// lasted unsettledQuick while this peer reaches other peers (it is not
-// the one cut off, so the peers that do not answer were killed: I3, two
+// lasted unsettledQuick while this peer reaches other peers and has not
+// been cut off for twice that (it is not the one cut off, nor on a
+// flapping link, so the peers that do not answer were killed: I3, two
 // kills never stall the work), or UnsettledGiveUp in any case.
 func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) {
-	if u.lenient || u.since() < unsettledQuick {
+	if u.lenient {
 		return
 	}
-	if u.since() < n.cfg.UnsettledGiveUp && n.cutOff(ctx, "") {
+	// Asked every round, so that a flapping link's cuts are remembered.
+	cut := n.cutOff(ctx, "")
+	if u.since() < unsettledQuick {
+		return
+	}
+	if u.since() < n.cfg.UnsettledGiveUp && (cut || n.recentlyCutOff(2*unsettledQuick)) {
 		return
 	}
 	u.lenient = true

@@ -402,9 +402,45 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 	}
 	for _, c := range joins {
 		n.spawn(func(ctx context.Context) {
+			if !n.mayTakeOver(ctx, s.Key) {
+				return
+			}
 			n.stepJoin(c, join.ActorSilent{Why: "actor " + rpc.ShortIDString(s.Key) + " went silent"})
 		})
 	}
+}
+
+// mayTakeOver decides whether a join copy may act on its silent actor:
+// not while this peer is itself cut off from the mesh (Lifeguard's
+// self-awareness: a replica on a flapping link saw a live actor as silent
+// and forwarded a second continuation), and not when the actor answers a
+// ping now.
+func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
+	waited := false
+	for n.cutOff(ctx, actor) {
+		if !waited {
+			n.log.Warn("not taking over joins yet: this peer seems cut off", "actor", rpc.ShortIDString(actor))
+		}
+		waited = true
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	// The suspicion may date from a cut this peer has just come out of
+	// (a flapping link): an actor that answers now is not taken over.
+	if id, err := peer.Decode(actor); err == nil && n.pingable(ctx, id) {
+		n.log.Info("not taking over joins: the actor answers again", "actor", rpc.ShortIDString(actor))
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+// recentlyCutOff reports whether cutOff found this peer cut off within d.
+func (n *Node) recentlyCutOff(d time.Duration) bool {
+	at := n.cutOffAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < d
 }
 
 // askPrimary lets the primary guardian act first, then asks it about key
@@ -670,7 +706,11 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 		}()
 	}
 	wg.Wait()
-	return !answered.Load()
+	if answered.Load() {
+		return false
+	}
+	n.cutOffAt.Store(time.Now().UnixNano())
+	return true
 }
 
 // pingable reports whether id answers a libp2p ping within a second.

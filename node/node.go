@@ -153,6 +153,9 @@ import (
 
 // Node is one running peer. Create it with New and run it with Run.
 type Node struct {
+	// cutOffAt is when this peer last found itself cut off from the mesh
+	// (cutOff, unix nanoseconds; 0: never).
+	cutOffAt atomic.Int64
 	cfg      Config
 	log      *slog.Logger
 	host     host.Host

@@ -329,8 +329,9 @@ func TestExecCancelReturnsWhileEscapedGrandchildHoldsPipes(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// setsid moves the grandchild out of the process group, so killing the
 	// group cannot close its copy of stdout and stderr.
-	s := execService(t, `setsid sleep 30 &
-echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"
+	// The escaped process writes its own pid: setsid forks when it would
+	// otherwise lead a group, and then $! is a setsid that has exited.
+	s := execService(t, `setsid sh -c 'echo $$ > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE" && exec sleep 30' &
 wait
 `, map[string]string{"PIDFILE": pidFile}, "")
 	ctx, cancel := context.WithCancel(context.Background())
