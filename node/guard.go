@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/heartbeat"
@@ -665,7 +666,7 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 }
 
 // cutOff reports whether this peer seems cut off from the mesh: it knows
-// of other peers (besides the silent one) and none of up to five it pings
+// of other nodes (besides the silent one) and none of up to five it pings
 // at once, live ones in presence first, answers. A peer that knows of
 // nobody cannot tell and says no.
 func (n *Node) cutOff(ctx context.Context, silent string) bool {
@@ -681,8 +682,13 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 		}
 	}
 	for _, id := range n.host.Peerstore().PeersWithAddrs() {
-		if !seen[id] {
-			seen[id] = true
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		// Mesh nodes only: a client (a laptop, the testnet harness) that
+		// still reaches this peer says nothing about the mesh.
+		if ps, err := n.host.Peerstore().SupportsProtocols(id, protocol.ID(api.ProtoHandoff)); err == nil && len(ps) > 0 {
 			known = append(known, id)
 		}
 	}
