@@ -540,7 +540,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		case a.OK:
 			return api.GuardReply{OK: true}
 		case a.Refusal == join.RefuseSuperseded:
-			return api.GuardReply{OK: true, Known: true, Superseded: true, Error: a.Error, Holder: pack.Peer{ID: a.Holder}}
+			return api.GuardReply{OK: true, Known: true, Superseded: true, Error: a.Error}
 		}
 		return api.GuardReply{Error: a.Error}
 	}

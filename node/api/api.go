@@ -60,7 +60,7 @@ const (
 	// CodeTaken: another peer took this attempt of the step first (its
 	// acknowledgement to the sender was lost): Ack.Guardians names it, and
 	// the sender guards the step there instead of handing it on again
-	// (node/guard G8, join J6).
+	// (node/guard G8).
 	CodeTaken = "taken"
 	// CodeBusy: the peer is at its limits (its queue of steps waiting for
 	// an execution slot is full, or, for a submission, it is the origin of

@@ -56,9 +56,10 @@
 //   - J6 (each branch started once): a branch's first holder registers
 //     with every copy before it acknowledges the pack (BranchStarted), so a
 //     copy that takes over starts only branches nobody holds and none has
-//     ended. A second holder of the same start (same actor, same attempt:
-//     the actor's hand-off to the first timed out and it tried another)
-//     is answered superseded and refuses the pack: one chain per branch.
+//     ended. (A second holder of the same start — the actor's hand-off to
+//     the first timed out — is not refused: the first may have registered
+//     without taking the pack, and refusing the second would lose the
+//     branch; docs/reliability-core.md.)
 //   - J7 (one continuation after a false suspicion): a copy that takes
 //     over acts at the next epoch and tells every other copy, the primary
 //     included (NewActor); an acting copy that hears of a newer actor
@@ -451,9 +452,6 @@ type Ack struct {
 	OK      bool
 	Refusal Refusal
 	Error   string
-	// Holder (RefuseSuperseded of a second holder of the same branch
-	// start, J6) is the peer that holds the branch.
-	Holder string
 }
 
 // Ready is what the node must do after a Step, in field order.
@@ -718,12 +716,6 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		}
 		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt > ev.Attempt {
 			return none()
-		}
-		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Attempt == ev.Attempt && old.Holder.ID != ev.Holder.ID {
-			// J6: the same start reached a second holder (the actor's
-			// hand-off to the first timed out); the first holds it.
-			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Holder: old.Holder.ID, Error: fmt.Sprintf(
-				"join %s: branch %d (attempt %d) is held by %s already", j.rec.ID, ev.Branch, ev.Attempt, old.Holder.ID)}}
 		}
 		r := none()
 		if j.Token().Before(ev.Token) {
