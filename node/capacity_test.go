@@ -297,6 +297,38 @@ func TestSubmitRefusedBusyAtMaxWorkflows(t *testing.T) {
 	}
 }
 
+// providerMesh starts an origin (no services, 4 slots) and two providers
+// of svc's "hold" service with one slot and a queue of one each, in zones
+// p0 and p1, waits until all three see each other and dials the origin.
+// It returns the origin, the providers, the origin's events file and the
+// client (closed when the test ends).
+func providerMesh(t *testing.T, base node.Config, svc *countingService) (api.NodeFile, []api.NodeFile, string, *client.Client) {
+	t.Helper()
+	evFile := t.TempDir() + "/events.jsonl"
+	provider := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
+	ocfg := capacityConfig(t, base, "version: 1\n", 4, 8, 0)
+	ocfg.EventsFile = evFile
+	origin, _ := runNode(t, ocfg)
+	var providers []api.NodeFile
+	for i := range 2 {
+		cfg := capacityConfig(t, base, provider, 1, 1, 0)
+		cfg.Network, cfg.Zone, cfg.Bootstrap = ocfg.Network, fmt.Sprintf("p%d", i), origin.Addrs
+		nf, _ := runNode(t, cfg)
+		providers = append(providers, nf)
+	}
+	for _, nf := range append(providers, origin) {
+		waitPeers(t, nf, 3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, origin.Addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return origin, providers, evFile, cl
+}
+
 // TestBusyPeersAreRetriedNotFailed: two providers with one slot and a
 // queue of one each take four workflows; the origin's dispatch of the
 // other two is refused as busy for several times its no-peer wait, and it
@@ -304,32 +336,11 @@ func TestSubmitRefusedBusyAtMaxWorkflows(t *testing.T) {
 // service lets go, all six succeed, never more than one at once per peer.
 func TestBusyPeersAreRetriedNotFailed(t *testing.T) {
 	svc := newCountingService(t, 0)
-	dir := t.TempDir()
-	evFile := dir + "/events.jsonl"
-	provider := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
 	base := node.TestnetConfig()
 	base.NoPeerWait = time.Second
-	ocfg := capacityConfig(t, base, "version: 1\n", 4, 8, 0)
-	ocfg.EventsFile = evFile
-	network := ocfg.Network
-	origin, _ := runNode(t, ocfg)
-	var providers []api.NodeFile
-	for i := range 2 {
-		cfg := capacityConfig(t, base, provider, 1, 1, 0)
-		cfg.Network, cfg.Zone, cfg.Bootstrap = network, fmt.Sprintf("p%d", i), origin.Addrs
-		nf, _ := runNode(t, cfg)
-		providers = append(providers, nf)
-	}
-	for _, nf := range append(providers, origin) {
-		waitPeers(t, nf, 3)
-	}
+	_, providers, evFile, cl := providerMesh(t, base, svc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := client.Dial(ctx, origin.Addrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var ids []string
 	for range 6 {
 		st, err := cl.Submit(ctx, "wf", "hold", nil)
@@ -399,29 +410,9 @@ func TestBusyPeersAreRetriedNotFailed(t *testing.T) {
 func TestPresenceCapacityAndPickPreferRoom(t *testing.T) {
 	svc := newCountingService(t, 0)
 	svc.started = make(chan service.Request, 8)
-	dir := t.TempDir()
-	evFile := dir + "/events.jsonl"
-	provider := fmt.Sprintf("version: 1\nservices:\n  hold: {kind: http, url: %q}\n", svc.url)
-	ocfg := capacityConfig(t, node.TestnetConfig(), "version: 1\n", 4, 8, 0)
-	ocfg.EventsFile = evFile
-	origin, _ := runNode(t, ocfg)
-	var providers []api.NodeFile
-	for i := range 2 {
-		cfg := capacityConfig(t, node.TestnetConfig(), provider, 1, 1, 0)
-		cfg.Network, cfg.Zone, cfg.Bootstrap = ocfg.Network, fmt.Sprintf("p%d", i), origin.Addrs
-		nf, _ := runNode(t, cfg)
-		providers = append(providers, nf)
-	}
-	for _, nf := range append(providers, origin) {
-		waitPeers(t, nf, 3)
-	}
+	_, providers, evFile, cl := providerMesh(t, node.TestnetConfig(), svc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := client.Dial(ctx, origin.Addrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	seen := func(id string, want func(api.PeerInfo) bool) error {
 		peers, err := cl.Peers(ctx)
 		if err != nil {

@@ -640,21 +640,10 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 			peers = append(peers, b)
 		}
 	}
-	replies := make([]api.GuardReply, len(peers))
-	errs := make([]error, len(peers))
-	var wg sync.WaitGroup
-	for i, b := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if replies[i], errs[i] = n.guardCallErr(ctx, b, api.GuardStatus{Key: key}, settleCallTimeout); errs[i] != nil {
-				n.freshConn(ctx, b)
-			}
-		}()
-	}
-	wg.Wait()
+	replies, errs := n.guardCallAll(ctx, peers, func(pack.Peer) api.GuardRequest { return api.GuardStatus{Key: key} }, settleCallTimeout)
 	for i, rep := range replies {
 		if errs[i] != nil {
+			n.freshConn(ctx, peers[i])
 			continue
 		}
 		reached = true
@@ -744,17 +733,7 @@ func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
 // workflowEndedReached is workflowEnded, and whether any origin other
 // than this peer answered.
 func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, reached bool) {
-	replies := make([]api.GuardReply, len(p.Origin))
-	errs := make([]error, len(p.Origin))
-	var wg sync.WaitGroup
-	for i, o := range p.Origin {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = n.guardCallErr(ctx, o, api.OriginStatus{Key: p.WorkflowID}, settleCallTimeout)
-		}()
-	}
-	wg.Wait()
+	replies, errs := n.guardCallAll(ctx, p.Origin, func(pack.Peer) api.GuardRequest { return api.OriginStatus{Key: p.WorkflowID} }, settleCallTimeout)
 	self := n.host.ID().String()
 	for i := range replies {
 		if errs[i] == nil && p.Origin[i].ID != self {

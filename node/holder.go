@@ -407,17 +407,9 @@ func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
 // while the one that re-routed knows better, so any that says so wins),
 // and the origin whether the workflow ended.
 func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners) held.Owners {
-	replies := make([]api.GuardReply, len(q.Guardians))
-	errs := make([]error, len(q.Guardians))
-	var wg sync.WaitGroup
-	for i, g := range q.Guardians {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = n.guardCallErr(ctx, g, api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}, settleCallTimeout)
-		}()
-	}
-	wg.Wait()
+	replies, errs := n.guardCallAll(ctx, q.Guardians, func(pack.Peer) api.GuardRequest {
+		return api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}
+	}, settleCallTimeout)
 	o := held.Owners{Answered: true}
 	for i, rep := range replies {
 		if errs[i] != nil || !rep.OK {

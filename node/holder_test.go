@@ -1,12 +1,6 @@
 package node_test
 
-import (
-	"fmt"
-	"path/filepath"
-	"testing"
-
-	"github.com/bedwe/bedwe/node"
-)
+import "testing"
 
 // TestSameAttemptHandedTwiceRunsOnce hands one pack to a real node twice
 // while its step runs (a sender whose first hand-off timed out tries the
@@ -15,13 +9,7 @@ import (
 // the step on. Before the holder machine, the second hand-off journaled
 // and ran the step a second time.
 func TestSameAttemptHandedTwiceRunsOnce(t *testing.T) {
-	dir := t.TempDir()
-	recFile := filepath.Join(dir, "invocations.jsonl")
-	evFile := filepath.Join(dir, "events.jsonl")
-	services := fmt.Sprintf("version: 1\nrecord: %s\nservices:\n  S1: {kind: sleep, duration: 1500ms}\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
-	cfg := testConfig(t, node.TestnetConfig(), services)
-	cfg.EventsFile = evFile
-	nf, _ := runNode(t, cfg)
+	nf, recFile, evFile := recordingNode(t, "  S1: {kind: sleep, duration: 1500ms}\n")
 	h, id := rawHost(t, nf)
 	payload := packFor(t, "S1 S2")
 	for i := range 2 {

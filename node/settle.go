@@ -12,7 +12,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
@@ -215,9 +214,7 @@ func (n *Node) freshConn(ctx context.Context, to pack.Peer) {
 	if err != nil || id == n.host.ID() || n.host.Network().Connectedness(id) != network.Connected {
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if res := <-ping.Ping(pctx, n.host, id); res.Error == nil {
+	if n.pingable(ctx, id) {
 		return // alive and reachable, only slow
 	}
 	n.log.Info("dropping a connection that does not answer", "peer", rpc.ShortID(id))
@@ -267,6 +264,23 @@ func (n *Node) guardCall(ctx context.Context, to pack.Peer, m api.GuardRequest, 
 		return api.GuardReply{Error: err.Error()}
 	}
 	return rep
+}
+
+// guardCallAll sends msg(p) to every peer at once, each within d, and
+// returns the replies and the failures to get one, index by index.
+func (n *Node) guardCallAll(ctx context.Context, peers []pack.Peer, msg func(pack.Peer) api.GuardRequest, d time.Duration) ([]api.GuardReply, []error) {
+	replies := make([]api.GuardReply, len(peers))
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = n.guardCallErr(ctx, p, msg(p), d)
+		}()
+	}
+	wg.Wait()
+	return replies, errs
 }
 
 // guardCallErr is guardCall with the failure to get an answer (a bad

@@ -123,6 +123,25 @@ func waitHandedOn(t *testing.T, evFile, step string) {
 	}
 }
 
+// recordingNode starts a testnet-timed node offering every S* service
+// (echo, plus the declarations in services, YAML lines under services:)
+// whose invocations go to recFile and whose events go to evFile.
+func recordingNode(t *testing.T, services string) (nf api.NodeFile, recFile, evFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	recFile = filepath.Join(dir, "invocations.jsonl")
+	evFile = filepath.Join(dir, "events.jsonl")
+	yaml := fmt.Sprintf("version: 1\nrecord: %s\n", recFile)
+	if services != "" {
+		yaml += "services:\n" + services
+	}
+	yaml += "patterns:\n  - {match: \"S*\", kind: echo}\n"
+	cfg := testConfig(t, node.TestnetConfig(), yaml)
+	cfg.EventsFile = evFile
+	nf, _ = runNode(t, cfg)
+	return nf, recFile, evFile
+}
+
 // TestUnansweredSettleRefusesHandover is "no answer is not a release"
 // (issue 12, findings F1–F3) at a real node: a hand-off whose only
 // guardian to release does not answer (a real libp2p host, closed: cut
@@ -132,13 +151,7 @@ func waitHandedOn(t *testing.T, evFile, step string) {
 // step runs once — counted in the services' invocation record. Before,
 // the receiver took the silent guardian as gone and acknowledged at once.
 func TestUnansweredSettleRefusesHandover(t *testing.T) {
-	dir := t.TempDir()
-	recFile := filepath.Join(dir, "invocations.jsonl")
-	evFile := filepath.Join(dir, "events.jsonl")
-	services := fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
-	cfg := testConfig(t, node.TestnetConfig(), services)
-	cfg.EventsFile = evFile
-	nf, _ := runNode(t, cfg)
+	nf, recFile, evFile := recordingNode(t, "")
 	h, id := rawHost(t, nf)
 	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
