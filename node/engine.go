@@ -71,6 +71,12 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
+	if n.handedOn.has(heldKey(p)) {
+		// This attempt ran here and moved on (a sender that missed the
+		// ack, or the first receiver named by a taken refusal): taken.
+		n.log.Info("a step this peer ran and handed on was handed here again; answered as taken", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
+		return api.Ack{OK: true}
+	}
 	// Admission (capacity.go): a full node refuses before anything is
 	// journaled; a place taken here is given back unless the step is taken.
 	giveBack, busy := n.admitStep(p)
@@ -549,7 +555,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				return "", nil, errChainSuperseded
 			}
 			if id, ok := n.takenAt(p, ack); ok {
-				return id, nil, nil
+				return n.handToFirst(ctx, p, id)
 			}
 			if ack.Code == api.CodeUnsettled {
 				unsettled.mark()
@@ -596,7 +602,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				return "", nil, errChainSuperseded
 			}
 			if id, ok := n.takenAt(p, ack); ok {
-				return id, nil, nil
+				return n.handToFirst(ctx, p, id)
 			}
 			if ack.Code == api.CodeBadPack {
 				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
@@ -644,6 +650,66 @@ func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
 	return id, true
 }
 
+// handToFirst makes the hand-off to first, the peer a CodeTaken refusal
+// named (node/guard G8, join J6 and J8): p goes to it again. A first
+// receiver that holds the step answers as its first acceptance ended, and
+// one that ran it and handed it on answers as taken (handedon.go): either
+// way it runs there once. One that had settled and then dropped the pack
+// (none of its settle answers reached it, say) takes it now, since the
+// guardians and join copies that recorded it as the successor answer it
+// as before; without this second hand-off such a step would be guarded at
+// a peer that does not hold it, and lost. It tries until first answers
+// for good or UnsettledGiveUp passes; then the hand-off counts as made
+// there anyway: the caller guards it, and the step is re-routed should
+// that peer be gone.
+func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (peer.ID, []pack.Peer, error) {
+	deadline := time.Now().Add(n.cfg.UnsettledGiveUp)
+	wait := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		var ack api.Ack
+		var err error
+		if first == n.host.ID() {
+			ack = n.accept(ctx, p.Clone(), nil)
+		} else {
+			var data, raw []byte
+			if data, err = pack.Encode(p); err != nil {
+				return "", nil, fmt.Errorf("encode pack: %w", err)
+			}
+			raw, err = rpc.Call(ctx, n.host, first, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
+			if err == nil {
+				err = rpc.Dec.Unmarshal(raw, &ack)
+			}
+		}
+		switch {
+		case err == nil && ack.OK:
+			return first, ack.Guardians, nil
+		case err == nil && ack.Code == api.CodeSuperseded:
+			return "", nil, errChainSuperseded
+		case err == nil && ack.Code == api.CodeCancelled:
+			return "", nil, errCancelled
+		case err == nil && ack.Code == api.CodeTaken:
+			if id, ok := n.takenAt(p, ack); ok && id != first {
+				first = id // first was not the first either
+				continue
+			}
+			return first, nil, nil
+		case err == nil:
+			err = errors.New(ack.Error)
+		}
+		if time.Now().After(deadline) {
+			n.log.Warn("the peer that took this step first has not taken it again; guarding it there", "workflow", p.WorkflowID, "peer", rpc.ShortID(first), "tries", try, "err", err)
+			return first, nil, nil
+		}
+		n.log.Info("the peer that took this step first did not take it again yet", "workflow", p.WorkflowID, "peer", rpc.ShortID(first), "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // unsettledClock times how long a sender's hand-over has been refused as
 // unsettled (api.CodeUnsettled).
 type unsettledClock struct {
@@ -672,11 +738,16 @@ func (u *unsettledClock) since() time.Duration {
 // connections at once).
 const unsettledQuick = 6 * time.Second
 
-// maybeLenient marks every settle item Lenient once the refusals have
-// lasted unsettledQuick while this peer reaches other peers and has not
-// been cut off for twice that (it is not the one cut off, nor on a
-// flapping link, so the peers that do not answer were killed: I3, two
-// kills never stall the work), or UnsettledGiveUp in any case.
+// maybeLenient marks settle items Lenient once the refusals have lasted
+// unsettledQuick while this peer reaches other peers and has not been cut
+// off for twice that (it is not the one cut off, nor on a flapping link,
+// so the peers that do not answer were killed: I3, two kills never stall
+// the work), or UnsettledGiveUp in any case. Before UnsettledGiveUp an
+// item is marked only when none of its peers answers a ping now either: a
+// link that healed since the last refusal is settled on the next try
+// instead (a flapping link's cut can fall between two cut-off checks; a
+// guardian taken as gone there answered the next settle "taken" and the
+// step ran twice — issue 12, finding F4).
 func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) {
 	if u.lenient {
 		return
@@ -686,14 +757,26 @@ func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow str
 	if u.since() < unsettledQuick {
 		return
 	}
-	if u.since() < n.cfg.UnsettledGiveUp && (cut || n.recentlyCutOff(2*unsettledQuick)) {
+	giveUp := u.since() >= n.cfg.UnsettledGiveUp
+	if !giveUp && (cut || n.recentlyCutOff(2*unsettledQuick)) {
 		return
 	}
-	u.lenient = true
+	marked, left := 0, 0
 	for i := range items {
+		if items[i].Lenient {
+			continue
+		}
+		if !giveUp && n.anyPingable(ctx, items[i].Peers) {
+			left++
+			continue
+		}
 		items[i].Lenient = true
+		marked++
 	}
-	n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since().Round(time.Millisecond))
+	u.lenient = left == 0
+	if marked > 0 {
+		n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since().Round(time.Millisecond), "items", marked, "answering_pings", left)
+	}
 }
 
 // withJoinHolders returns avoid plus every holder of every frame (a new

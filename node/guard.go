@@ -716,6 +716,29 @@ func (n *Node) pingable(ctx context.Context, id peer.ID) bool {
 	return res.Error == nil
 }
 
+// anyPingable reports whether any of peers (this one aside) answers a
+// ping, all asked at once.
+func (n *Node) anyPingable(ctx context.Context, peers []pack.Peer) bool {
+	var answered atomic.Bool
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		id, err := peer.Decode(p.ID)
+		if err != nil || id == n.host.ID() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.learnAddrs(id, p.Addrs)
+			if n.pingable(ctx, id) {
+				answered.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return answered.Load()
+}
+
 // stepGuardLogged steps a guard where no caller can be told of a failure.
 func (n *Node) stepGuardLogged(key string, ev guard.Event) {
 	if _, err := n.stepGuard(key, ev); err != nil {

@@ -115,12 +115,24 @@ func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
 		}
 		return err
 	case held.PersistDrop:
-		return n.journal.Update(func(tx *journal.Tx) error {
+		now := time.Now()
+		err := n.journal.Update(func(tx *journal.Tx) error {
 			if err := tx.Delete(journal.BucketPackBytes, rec.Key); err != nil {
 				return err
 			}
+			if rec.Forwarded {
+				// Ran and handed on: the same attempt handed here again
+				// is answered as taken (handedon.go).
+				if err := putHandedOn(tx, rec.Key, now); err != nil {
+					return err
+				}
+			}
 			return tx.Delete(journal.BucketPacks, rec.Key)
 		})
+		if err == nil && rec.Forwarded {
+			n.handedOn.add(rec.Key, now)
+		}
+		return err
 	}
 	return nil
 }

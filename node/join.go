@@ -541,6 +541,8 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 			return api.GuardReply{OK: true}
 		case a.Refusal == join.RefuseSuperseded:
 			return api.GuardReply{OK: true, Known: true, Superseded: true, Error: a.Error}
+		case a.Refusal == join.RefuseTaken:
+			return api.GuardReply{OK: true, Known: true, Superseded: true, Holder: pack.Peer{ID: a.TakenBy}, Error: a.Error}
 		}
 		return api.GuardReply{Error: a.Error}
 	}
@@ -572,7 +574,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(m.Delivery)}))
 	case api.JoinForwarded:
 		if c := n.joins.get(m.Key); c != nil {
-			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
+			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}, By: m.By}))
 		}
 		return api.GuardReply{OK: true}
 	case api.JoinBranch:

@@ -21,7 +21,14 @@
 //     and does not re-route while it is itself cut off (mayReroute); the
 //     backups of a re-routed attempt answer its late release superseded
 //     (node/guard G7); and a second receiver of the same attempt (the
-//     sender's ack was lost) is refused (G8). Responsibility for a
+//     sender's ack was lost) is refused (G8), as is a second receiver of
+//     a join's continuation (join J8); the sender then hands the pack to
+//     the first receiver again (handToFirst), which answers as taken
+//     whether it still holds the step or already ran and handed it on
+//     (handedon.go: a holder remembers for handedOnMemory the attempts it
+//     handed on). Before UnsettledGiveUp, a sender takes an unanswering
+//     guardian as gone only if it does not answer a ping either
+//     (maybeLenient). Responsibility for a
 //     step moves to its successor only when the successor has journaled the
 //     pack and settled the hand-over itself (settle.go): it releases the
 //     guardians of the step before, so the release does not depend on the
@@ -41,9 +48,11 @@
 //     origin before it re-routes and never re-runs work of a workflow that
 //     has ended (workflowEnded). Tests: TestSupersededChainCompletionRefused,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
-//     TestSecondSuccessorRefused; testnet scenarios sender-after-ack,
+//     TestSecondSuccessorRefused, TestSecondContinuationReceiverRefused,
+//     TestHandedOnAttemptNotRunAgain; testnet scenarios sender-after-ack,
 //     consecutive, executor, blackout and, on namespaces, isolate-holder,
-//     isolate-join-holder, split-zones (executions_duplicated == 0).
+//     isolate-join-holder, split-zones, flapping-link
+//     (executions_duplicated == 0).
 //   - I2 — a once=true step executes at most once, ever: a guardian whose
 //     holder vanished fails the workflow instead of re-running it
 //     (reroute), and by I1 no superseded chain reaches it again. Test:
@@ -186,9 +195,11 @@ type Node struct {
 	// activityChanged asks for activity.json to be rewritten.
 	activityChanged chan struct{}
 
-	mu     sync.Mutex
-	helds  *heldTable  // its own lock
-	guards *guardTable // its own lock
+	mu    sync.Mutex
+	helds *heldTable // its own lock
+	// handedOn remembers work run here and handed on (handedon.go).
+	handedOn *handedOnSet
+	guards   *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -273,6 +284,7 @@ func New(cfg Config) (*Node, error) {
 		announceNow:     make(chan struct{}, 1),
 		joins:           newJoinTable(),
 		helds:           newHeldTable(),
+		handedOn:        newHandedOnSet(),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

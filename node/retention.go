@@ -21,7 +21,9 @@ import (
 // created before the retention whose pattern moved on (or whose workflow
 // ended, for a passive copy that never heard it) are deleted. Running work
 // is never touched. bbolt does not shrink its file by itself: the journal
-// is compacted when the node starts (journal.CompactIfSparse).
+// is compacted when the node starts (journal.CompactIfSparse). The keys of
+// work run here and handed on (handedon.go) are forgotten after
+// handedOnMemory.
 
 // pruneChunk is how many workflow records one retention transaction
 // writes.
@@ -47,7 +49,7 @@ func (n *Node) pruneLoop(ctx context.Context) {
 
 // pruneCounts says what one pass of the retention removed.
 type pruneCounts struct {
-	guardMarks, workflowsShrunk, workflowsDeleted, joins int
+	guardMarks, workflowsShrunk, workflowsDeleted, joins, handedOn int
 }
 
 // prune applies the retention as of now.
@@ -59,6 +61,11 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 			n.stepGuardLogged(g.Key(), guard.Prune{Before: before})
 			pc.guardMarks++
 		}
+	}
+	if k, err := n.pruneHandedOn(now.Add(-handedOnMemory)); err != nil {
+		n.log.Error("retention: handed-on keys", "err", err)
+	} else {
+		pc.handedOn = k
 	}
 	cut := origin.Prune{Before: now.Add(-n.cfg.Retention), Forget: now.Add(-tombstoneRetentions * n.cfg.Retention)}
 	var ended []string
@@ -94,7 +101,7 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 	}
 	if pc != (pruneCounts{}) {
 		n.log.Info("retention", "guard_tombstones", pc.guardMarks, "workflows_shrunk", pc.workflowsShrunk,
-			"workflow_tombstones_deleted", pc.workflowsDeleted, "joins_deleted", pc.joins)
+			"workflow_tombstones_deleted", pc.workflowsDeleted, "joins_deleted", pc.joins, "handed_on_forgotten", pc.handedOn)
 		n.touchActivity()
 	}
 	return pc

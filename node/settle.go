@@ -70,7 +70,8 @@ const settleBudget = 5 * time.Second
 // when an item got no answer from any of its peers (after a second round
 // on fresh connections) unless the item is Lenient, and ctx's error when
 // ctx ended (a caller that gave up has settled nothing). A peer that does
-// not answer while another peer of the same item does is taken as gone.
+// not answer while another peer of the same item does is taken as gone;
+// this peer's own answer counts only for an item that names no other.
 //
 // A receiver of a hand-off settles as its successor (by: its peer ID): a
 // guardian released by one successor answers a release of the same
@@ -138,6 +139,11 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			calls = append(calls, call{i, to})
 		}
 	}
+	self := n.host.ID().String()
+	onlySelf := make([]bool, len(items))
+	for i, it := range items {
+		onlySelf[i] = !slices.ContainsFunc(it.Peers, func(p pack.Peer) bool { return p.ID != self })
+	}
 	answered := make([]bool, len(items))
 	deadline := time.Now().Add(settleBudget)
 	var superseded atomic.Bool
@@ -179,7 +185,11 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			return err
 		}
 		for ci, c := range calls {
-			if !failed[ci] {
+			// This peer's own answer (it guards the step before, or holds
+			// a copy of the join) does not settle an item that names
+			// other peers: it cannot tell whether they recorded another
+			// successor meanwhile (join J8, issue 12 finding F4).
+			if !failed[ci] && (c.to.ID != self || onlySelf[c.item]) {
 				answered[c.item] = true
 			}
 		}
@@ -248,7 +258,7 @@ func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle
 func settleMsg(it pack.Settle, attempt int, self pack.Peer, by string) api.GuardRequest {
 	switch it.Kind {
 	case pack.SettleJoinForwarded:
-		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor}
+		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor, By: by}
 	case pack.SettleBranchStarted:
 		return api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
 	}

@@ -11,10 +11,13 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/join"
+	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
@@ -224,5 +227,150 @@ func TestSecondSuccessorRefused(t *testing.T) {
 	waitHandedOn(t, cfgA.EventsFile, "0")
 	if runs := countRuns(t, recFile, "S1"); runs != 1 {
 		t.Fatalf("S1 ran %d times, want 1", runs)
+	}
+}
+
+// TestSecondContinuationReceiverRefused is join invariant J8 on real
+// nodes: a join actor hands its continuation to receiver A and, its ack
+// lost (a cut between them), to receiver B. Both settle it with the join's
+// replica C, naming the actor. C recorded A as the receiver, so it answers
+// B superseded naming A; B refuses the pack with the taken code naming A
+// (the actor then hands the pack to A again), and the step after the join
+// runs once — counted in the invocation record. Before J8, C answered B
+// "forwarded already" and the step after SYNC ran on both (issue 12,
+// finding F4).
+func TestSecondContinuationReceiverRefused(t *testing.T) {
+	dir := t.TempDir()
+	recFile := filepath.Join(dir, "invocations.jsonl")
+	services := fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
+	cf := startNode(t, echoServices)
+	cfgA := testConfig(t, node.TestnetConfig(), services)
+	cfgA.EventsFile = filepath.Join(dir, "a-events.jsonl")
+	af, _ := runNode(t, cfgA)
+	bf, _ := runNode(t, testConfig(t, node.TestnetConfig(), services))
+
+	actor, cref := joinReplicaAt(t, cf, "j-test")
+	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleJoinForwarded, Key: "j-test", Peers: []pack.Peer{cref}, Epoch: 0, Actor: actor.ID})
+
+	ha, a := rawHost(t, af)
+	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
+		t.Fatalf("continuation to A: %v %+v, want OK", err, ack)
+	}
+	hb, b := rawHost(t, bf)
+	ack, err := handoff(t, hb, b, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != af.PeerID {
+		t.Fatalf("the same continuation to B: %+v, want refused with code %s naming A (%s)", ack, api.CodeTaken, af.PeerID)
+	}
+	// A asked again (the actor's hand-off to the first receiver, J8)
+	// answers as it did: it holds the step, which runs there once.
+	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
+		t.Fatalf("continuation to A again: %v %+v, want OK", err, ack)
+	}
+	waitHandedOn(t, cfgA.EventsFile, "0")
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
+	}
+}
+
+// TestHandedOnAttemptNotRunAgain is I2 at a real holder after its record
+// is gone: a step ran and was handed on, and the holder dropped its
+// record; the same attempt handed to it again (a sender whose ack was
+// lost tries again, or the actor of a join hands a continuation to the
+// receiver a taken refusal named, J8) is answered as taken and does not
+// run again — counted in the invocation record. Before the holder
+// remembered what it handed on, the second hand-off ran the step again.
+func TestHandedOnAttemptNotRunAgain(t *testing.T) {
+	nf, recFile, evFile := recordingNode(t, "")
+	h, id := rawHost(t, nf)
+	payload := packFor(t, "S1 S2")
+	if ack, err := handoff(t, h, id, payload); err != nil || !ack.OK {
+		t.Fatalf("hand-off: %v %+v, want OK", err, ack)
+	}
+	waitHandedOn(t, evFile, "0")
+	waitNotHeld(t, h, id, journal.StepKey("wf-test", "0"))
+	ack, err := handoff(t, h, id, payload)
+	if err != nil || !ack.OK {
+		t.Fatalf("the same attempt again: %v %+v, want OK (taken before)", err, ack)
+	}
+	// A second acceptance would hold the step (from before its ack) until
+	// it ran and moved on again.
+	waitNotHeld(t, h, id, journal.StepKey("wf-test", "0"))
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
+	}
+}
+
+// waitNotHeld waits until the node id no longer holds step key at attempt
+// 0 (it answers a watcher offer "released").
+func waitNotHeld(t *testing.T, h host.Host, id peer.ID, key string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var rep api.GuardReply
+		msg := api.HeldAddWatcher{Key: key, Attempt: 0, Watcher: peerRef(h)}
+		if err := rpc.CallCBOR(context.Background(), h, id, msg.Protocol(), msg, &rep, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Released {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %s after 30s: %+v", id, key, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// joinReplicaAt makes a raw host (the actor: it answers pings, so the
+// copy never takes over from it while a test runs) the primary of a join
+// id and gives node nf a replica copy of it.
+func joinReplicaAt(t *testing.T, nf api.NodeFile, id string) (actor, replica pack.Peer) {
+	t.Helper()
+	hp, c := rawHost(t, nf)
+	actor = peerRef(hp)
+	replica = pack.Peer{ID: nf.PeerID, Addrs: nf.Addrs}
+	primary := join.New(join.Record{ID: id, WorkflowID: "wf-test", Kind: pack.FrameFork,
+		Branches: []*join.Body{{Text: "S0"}}, Replicas: []pack.Peer{replica}, Created: time.Now().UTC()}, actor)
+	cp := primary.ReplicaCopy(0)
+	var rep api.GuardReply
+	msg := api.JoinReplica{Record: rpc.MustCBOR(&cp)}
+	if err := rpc.CallCBOR(context.Background(), hp, c, msg.Protocol(), msg, &rep, 10*time.Second); err != nil || !rep.OK {
+		t.Fatalf("join replica: %v %+v", err, rep)
+	}
+	return actor, replica
+}
+
+// TestOwnAnswerDoesNotSettle: a receiver that holds one of the join's
+// copies itself gets its continuation, and the join's other copy does not
+// answer (cut off or killed: it cannot tell). Its own copy's answer does
+// not settle the item — the silent copy may have recorded another
+// receiver — so it refuses as unsettled and nothing runs. Before, its own
+// answer counted, and a flapping link ran the step after SYNC on two
+// peers (issue 12, finding F4).
+func TestOwnAnswerDoesNotSettle(t *testing.T) {
+	nf, recFile, _ := recordingNode(t, "")
+	actor, self := joinReplicaAt(t, nf, "j-own")
+	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := peerRef(gone)
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, id := rawHost(t, nf)
+	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleJoinForwarded, Key: "j-own", Peers: []pack.Peer{self, other}, Epoch: 0, Actor: actor.ID})
+	ack, err := handoff(t, h, id, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeUnsettled {
+		t.Fatalf("continuation settled only by the receiver's own copy: %+v, want refused with code %s", ack, api.CodeUnsettled)
+	}
+	if runs := countRuns(t, recFile, "S1"); runs != 0 {
+		t.Fatalf("S1 ran %d times, want 0", runs)
 	}
 }

@@ -112,6 +112,9 @@ func copyOutputs(m map[string]json.RawMessage) map[string]json.RawMessage {
 // had not moved on.
 func (n *Node) resume(ctx context.Context) error {
 	var errs []error
+	if err := n.loadHandedOn(); err != nil {
+		return err
+	}
 	err := n.journal.ForEach(journal.BucketWorkflows, func(key string, value []byte) error {
 		var rec origin.Record
 		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {

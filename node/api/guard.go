@@ -118,11 +118,15 @@ type JoinUpdate struct {
 
 // JoinForwarded tells a join copy that the actor named by Epoch and Actor
 // moved the continuation on (join J7: a copy that knows a newer actor
-// answers Superseded).
+// answers Superseded). By is the receiver that took it (join J8: a copy
+// that knows another receiver of the same actor's continuation answers
+// Superseded naming it in GuardReply.Holder); empty when the actor tells
+// the copies itself.
 type JoinForwarded struct {
 	Key   string `cbor:"1,keyasint"`
 	Epoch int    `cbor:"2,keyasint,omitempty"`
 	Actor string `cbor:"3,keyasint,omitempty"`
+	By    string `cbor:"4,keyasint,omitempty"`
 }
 
 // JoinStatus asks a join copy (from a restarted primary, or a later

@@ -56,10 +56,13 @@
 //   - J6 (each branch started once): a branch's first holder registers
 //     with every copy before it acknowledges the pack (BranchStarted), so a
 //     copy that takes over starts only branches nobody holds and none has
-//     ended. (A second holder of the same start — the actor's hand-off to
-//     the first timed out — is not refused: the first may have registered
-//     without taking the pack, and refusing the second would lose the
-//     branch; docs/reliability-core.md.)
+//     ended. A second holder of the same start at the same attempt — the
+//     actor's hand-off to the first timed out after the first took it — is
+//     refused, naming the first (RefuseTaken), and the actor hands the
+//     pack to the first again: a first that holds it, or ran it and handed
+//     it on, answers as taken; one that registered and then dropped the
+//     pack takes it now (node handToFirst). A re-routed start (a newer
+//     attempt) replaces the holder.
 //   - J7 (one continuation after a false suspicion): a copy that takes
 //     over acts at the next epoch and tells every other copy, the primary
 //     included (NewActor); an acting copy that hears of a newer actor
@@ -68,6 +71,15 @@
 //     actor answers superseded and the receiver refuses the pack. Of two
 //     actors that both forward, at most one continuation is accepted as
 //     long as each can reach the other.
+//   - J8 (one receiver per continuation): the receiver of a continuation
+//     names itself when it settles (ActorForwarded.By), and a copy keeps
+//     the first receiver of its actor's continuation (ForwardedBy). A
+//     second receiver of the same actor's continuation — the actor's
+//     hand-off to the first timed out after the first took it, as when a
+//     cut starts between the two — is refused, naming the first
+//     (RefuseTaken); the actor then hands the pack to that first receiver
+//     again, which holds it already or takes it now, so the step after
+//     the join runs once (issue 12, finding F4).
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -198,6 +210,10 @@ type Record struct {
 	// watch an earlier replica that has not taken over (yet).
 	Epoch      int    `cbor:"33,keyasint,omitempty"`
 	EpochActor string `cbor:"34,keyasint,omitempty"`
+	// ForwardedBy is the receiver that took the continuation of the
+	// actor this copy knows (J8): a second receiver of the same
+	// actor's continuation is refused, naming it.
+	ForwardedBy string `cbor:"35,keyasint,omitempty"`
 }
 
 // Token orders actors: the newer epoch wins, and of two copies that took
@@ -445,6 +461,10 @@ const (
 	// branch's last step (none answered); nothing was recorded, the
 	// sender tries again. The node sets it, never the machine.
 	RefuseUnsettled
+	// RefuseTaken: another receiver (Ack.TakenBy) took this actor's
+	// continuation first (J8): the receiver refuses the pack and the
+	// actor counts the hand-off as made to the first.
+	RefuseTaken
 )
 
 // Ack is the answer to the event's sender.
@@ -452,6 +472,9 @@ type Ack struct {
 	OK      bool
 	Refusal Refusal
 	Error   string
+	// TakenBy names the receiver that took the continuation first
+	// (RefuseTaken, J8).
+	TakenBy string
 }
 
 // Ready is what the node must do after a Step, in field order.
@@ -525,7 +548,12 @@ type ForwardDone struct{}
 
 // ActorForwarded says the actor with Token moved the continuation on (the
 // continuation's receiver, or the actor itself, tells every other copy).
-type ActorForwarded struct{ Token Token }
+type ActorForwarded struct {
+	Token Token
+	// By is the receiver that took the continuation (empty when the
+	// actor itself tells the copies, after the receiver acknowledged).
+	By string
+}
 
 // HandedOver (on the acting copy) says the replica To accepted to act in
 // its place (a drain before a power cut).
@@ -651,10 +679,23 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		case j.rec.Phase == PhaseAbandoned:
 			return none()
 		case j.rec.Phase == PhaseForwarded && !mine.Before(ev.Token):
-			return none()
+			// The same actor's continuation again (J8): the receiver
+			// that took it first, or its actor's notice, is answered as
+			// before; a second receiver is refused, naming the first.
+			switch {
+			case ev.By == "" || ev.By == j.rec.ForwardedBy:
+				return none()
+			case j.rec.ForwardedBy == "":
+				j.rec.ForwardedBy = ev.By
+				r := none()
+				r.Persist = true
+				return r
+			}
+			return Ready{Ack: Ack{Refusal: RefuseTaken, TakenBy: j.rec.ForwardedBy, Error: fmt.Sprintf(
+				"join %s: the continuation of the actor at epoch %d was taken by another peer first", j.rec.ID, ev.Token.Epoch)}}
 		}
 		// A newer (or this copy's) actor moved it on: it never acts again.
-		j.rec.Phase, j.rec.Epoch, j.rec.EpochActor = PhaseForwarded, ev.Token.Epoch, ev.Token.Actor
+		j.rec.Phase, j.rec.Epoch, j.rec.EpochActor, j.rec.ForwardedBy = PhaseForwarded, ev.Token.Epoch, ev.Token.Actor, ev.By
 		if ev.Token.Actor != j.rec.Actor.ID {
 			j.rec.Actor = pack.Peer{ID: ev.Token.Actor}
 		}
@@ -710,6 +751,13 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			// superseded actor and stops at its first holder.
 			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
 				"join %s: branch %d was started again by a newer actor (epoch %d)", j.rec.ID, ev.Branch, old.Epoch)}}
+		}
+		if started && old.Token() == ev.Token && old.Holder.ID != "" && old.Holder.ID != ev.Holder.ID && old.Attempt == ev.Attempt {
+			// J6: the same start taken by a second holder (the actor's
+			// hand-off to the first timed out after the first took it):
+			// refused, naming the first, to whom the actor hands it again.
+			return Ready{Ack: Ack{Refusal: RefuseTaken, TakenBy: old.Holder.ID, Error: fmt.Sprintf(
+				"join %s: branch %d attempt %d was taken by another peer first", j.rec.ID, ev.Branch, ev.Attempt)}}
 		}
 		if j.rec.Phase != PhaseOpen {
 			return none()

@@ -82,7 +82,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		if v, ok := a["actor"]; ok {
 			tok.Actor = v
 		}
-		ev = ActorForwarded{Token: tok}
+		ev = ActorForwarded{Token: tok, By: a["by"]}
 	case "handed-over":
 		ev = HandedOver{To: pack.Peer{ID: a["to"]}}
 	case "take-handover":
@@ -126,6 +126,9 @@ func ready(r Ready) string {
 		parts = append(parts, "ack=ok")
 	default:
 		parts = append(parts, fmt.Sprintf("ack=refused(%s)", refusalName[r.Ack.Refusal]))
+		if r.Ack.TakenBy != "" {
+			parts = append(parts, "taken-by="+r.Ack.TakenBy)
+		}
 	}
 	if len(r.Cancel) > 0 {
 		parts = append(parts, fmt.Sprintf("cancel=%v", r.Cancel))
@@ -150,7 +153,7 @@ func ready(r Ready) string {
 	return "do: " + strings.Join(parts, " ")
 }
 
-var refusalName = map[Refusal]string{RefuseMoved: "moved", RefuseRecovering: "recovering", RefuseNotActing: "not-acting", RefuseSuperseded: "superseded"}
+var refusalName = map[Refusal]string{RefuseMoved: "moved", RefuseRecovering: "recovering", RefuseNotActing: "not-acting", RefuseSuperseded: "superseded", RefuseTaken: "taken"}
 
 func result(branch, attempt int, ok bool) string {
 	s := fmt.Sprintf("b%d@%d:", branch, attempt)
@@ -195,6 +198,9 @@ func state(j *Join) string {
 	}
 	if rec.SplitSettled {
 		s += " split-settled"
+	}
+	if rec.ForwardedBy != "" {
+		s += " forwarded-by=" + rec.ForwardedBy
 	}
 	return s
 }

@@ -50,11 +50,15 @@ const (
 	BucketWorkflows = "workflows"
 	// BucketMeta holds small node-wide values (identity, schedule, format).
 	BucketMeta = "meta"
+	// BucketHandedOn remembers work this node ran and handed on (held
+	// key → time, RFC 3339), so that the same attempt handed here again is
+	// answered as taken and not run twice; forgotten after a while.
+	BucketHandedOn = "handed-on"
 )
 
 // Buckets returns every bucket name, in a fixed order.
 func Buckets() []string {
-	return []string{BucketPacks, BucketPackBytes, BucketOutbox, BucketReleased, BucketJoins, BucketWorkflows, BucketMeta}
+	return []string{BucketPacks, BucketPackBytes, BucketOutbox, BucketReleased, BucketJoins, BucketWorkflows, BucketMeta, BucketHandedOn}
 }
 
 // FormatVersion is the layout version recorded in BucketMeta under
