@@ -71,9 +71,14 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
-	if n.handedOn.has(heldKey(p)) {
-		// This attempt ran here and moved on (a sender that missed the
-		// ack, or the first receiver named by a taken refusal): taken.
+	if ended, superseded := n.handedOn.ended(heldKey(p)); ended {
+		// This attempt ended here before (a sender that missed the ack,
+		// or the first receiver named by a taken refusal): it ran and
+		// moved on (taken), or a guardian re-routed it (superseded).
+		if superseded {
+			n.log.Info("a step superseded here was handed here again; refused", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
+			return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed this step (attempt %d) at peer %s; this chain stops here", p.WorkflowID, p.Attempt, rpc.ShortID(n.host.ID())))
+		}
 		n.log.Info("a step this peer ran and handed on was handed here again; answered as taken", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
 		return api.Ack{OK: true}
 	}
@@ -191,7 +196,8 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 // recruitHolderBackup asks a live peer in another zone (not this one, not
 // the sender) to keep a copy of held work as its backup guardian, the
 // sender being the primary. It returns the peer, or none when nobody could
-// take it (the holder recruits later, as after losing its guardians).
+// take it (the holder recruits later, as after losing its guardians), and
+// before it any peer asked whose answer never came (it may keep a copy).
 func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer {
 	rec := s.view().Record()
 	raw := rec.PackRaw // set by the first save
@@ -207,19 +213,28 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 		}
 	}
 	avoid := map[string]bool{n.cfg.Zone: true, primary.Zone: true}
+	// A store that got no answer may have been kept all the same (the
+	// answer lost in a cut): such a peer is a guardian too, as far as the
+	// successor's release goes, or its copy would outlive the step and
+	// re-route it once its link came back (issue 12, finding F4).
+	var unsure []pack.Peer
 	for range 2 {
 		b, ok := n.pickGuardianAvoiding(exclude, avoid)
 		if !ok {
-			return nil
+			return unsure
 		}
 		ref := n.peerRef(b)
 		msg := api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
-		if rep := n.guardCall(ctx, ref, msg, settleCallTimeout); rep.OK {
-			return []pack.Peer{ref}
+		rep, err := n.guardCallErr(ctx, ref, msg, settleCallTimeout)
+		if err == nil && rep.OK {
+			return append(unsure, ref)
+		}
+		if err != nil {
+			unsure = append(unsure, ref)
 		}
 		exclude[b] = true
 	}
-	return nil
+	return unsure
 }
 
 // releaseBackups releases backup guardians recruited for work this peer

@@ -855,7 +855,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		})
 	case api.GuardRelease:
 		if m.Probe {
-			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true})
+			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By})
 		}
 		return n.releaseGuard(m)
 	case api.GuardStatus:

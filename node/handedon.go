@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -14,32 +15,40 @@ import (
 const handedOnMemory = cancelMemory
 
 // handedOnSet remembers the held keys (workflow, step path, attempt) of
-// work this peer ran and handed on. A hand-off of the same attempt that
-// arrives after the record was dropped — the sender's ack was lost and it
-// tried again, or a second receiver refused it naming this peer (node/guard
-// G8, join J8) — is answered as taken and not run again (I2). The set is
-// journaled with the drop of the record (journal.BucketHandedOn), in the
-// same transaction, so a restart keeps it.
+// work this peer ran and handed on, or dropped as superseded. A hand-off
+// of the same attempt that arrives after the record was dropped — the
+// sender's ack was lost and it tried again, or a second receiver refused
+// it naming this peer (node/guard G8, join J6 and J8) — is answered as
+// taken and not run again (I2), or refused as superseded when a guardian
+// re-routed it meanwhile (I1). The set is journaled with the drop of the
+// record (journal.BucketHandedOn), in the same transaction, so a restart
+// keeps it.
 type handedOnSet struct {
 	mu sync.Mutex
-	at map[string]time.Time
+	at map[string]handedOnEntry
 }
 
-func newHandedOnSet() *handedOnSet { return &handedOnSet{at: map[string]time.Time{}} }
-
-// add records key as handed on at t.
-func (h *handedOnSet) add(key string, t time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.at[key] = t
+// handedOnEntry is how a remembered attempt ended here.
+type handedOnEntry struct {
+	at         time.Time
+	superseded bool
 }
 
-// has reports whether key was handed on from here.
-func (h *handedOnSet) has(key string) bool {
+func newHandedOnSet() *handedOnSet { return &handedOnSet{at: map[string]handedOnEntry{}} }
+
+// add records how key ended at t.
+func (h *handedOnSet) add(key string, t time.Time, superseded bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.at[key]
-	return ok
+	h.at[key] = handedOnEntry{at: t, superseded: superseded}
+}
+
+// ended reports whether key ended here, and whether it was superseded.
+func (h *handedOnSet) ended(key string) (ended, superseded bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.at[key]
+	return ok, e.superseded
 }
 
 // expire forgets keys handed on before cut and returns them.
@@ -47,8 +56,8 @@ func (h *handedOnSet) expire(cut time.Time) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
-	for k, t := range h.at {
-		if t.Before(cut) {
+	for k, e := range h.at {
+		if e.at.Before(cut) {
 			out = append(out, k)
 			delete(h.at, k)
 		}
@@ -56,19 +65,27 @@ func (h *handedOnSet) expire(cut time.Time) []string {
 	return out
 }
 
+// supersededMark prefixes the journaled time of a superseded attempt.
+const supersededMark = "superseded "
+
 // putHandedOn adds key to the journal's handed-on set in tx.
-func putHandedOn(tx *journal.Tx, key string, t time.Time) error {
-	return tx.Put(journal.BucketHandedOn, key, []byte(t.UTC().Format(time.RFC3339Nano)))
+func putHandedOn(tx *journal.Tx, key string, t time.Time, superseded bool) error {
+	v := t.UTC().Format(time.RFC3339Nano)
+	if superseded {
+		v = supersededMark + v
+	}
+	return tx.Put(journal.BucketHandedOn, key, []byte(v))
 }
 
 // loadHandedOn reads the journal's handed-on set.
 func (n *Node) loadHandedOn() error {
 	return n.journal.ForEach(journal.BucketHandedOn, func(key string, value []byte) error {
-		t, err := time.Parse(time.RFC3339Nano, string(value))
+		v, superseded := strings.CutPrefix(string(value), supersededMark)
+		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			t = time.Now() // unreadable time: keep it one more memory
 		}
-		n.handedOn.add(key, t)
+		n.handedOn.add(key, t, superseded)
 		return nil
 	})
 }

@@ -116,21 +116,27 @@ func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
 		return err
 	case held.PersistDrop:
 		now := time.Now()
+		// Superseded after it was taken (a guardian re-routed it), not a
+		// hand-over refused while it was being taken (the refusal is the
+		// answer; this peer may yet be named the first, G8).
+		superseded := m.Phase() == held.PhaseSuperseded && s.view().Phase() != held.PhaseAccepting
+		remember := rec.Forwarded || superseded
 		err := n.journal.Update(func(tx *journal.Tx) error {
 			if err := tx.Delete(journal.BucketPackBytes, rec.Key); err != nil {
 				return err
 			}
-			if rec.Forwarded {
-				// Ran and handed on: the same attempt handed here again
-				// is answered as taken (handedon.go).
-				if err := putHandedOn(tx, rec.Key, now); err != nil {
+			if remember {
+				// Ran and handed on, or superseded: the same attempt
+				// handed here again is answered as it ended
+				// (handedon.go).
+				if err := putHandedOn(tx, rec.Key, now, superseded); err != nil {
 					return err
 				}
 			}
 			return tx.Delete(journal.BucketPacks, rec.Key)
 		})
-		if err == nil && rec.Forwarded {
-			n.handedOn.add(rec.Key, now)
+		if err == nil && remember {
+			n.handedOn.add(rec.Key, now, superseded)
 		}
 		return err
 	}

@@ -574,7 +574,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(m.Delivery)}))
 	case api.JoinForwarded:
 		if c := n.joins.get(m.Key); c != nil {
-			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}, By: m.By}))
+			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}, By: m.By, Yield: m.Yield}))
 		}
 		return api.GuardReply{OK: true}
 	case api.JoinBranch:
@@ -582,7 +582,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		if c == nil {
 			return api.GuardReply{OK: true} // not a holder (any more): nothing to record
 		}
-		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt, Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}}))
+		return reply(n.stepJoin(c, join.BranchStarted{Branch: m.Branch, Holder: m.Holder, Attempt: m.Attempt, Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}, Yield: m.Yield}))
 	case api.JoinActor:
 		if c := n.joins.get(m.Key); c != nil {
 			var prev pack.Peer

@@ -94,12 +94,81 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by 
 				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by}
 			}
 			return api.GuardStatus{Key: it.Key}
-		}, true); err != nil {
+		}, true, nil); err != nil {
 			return err
 		}
 	}
 	self := n.self()
-	return n.settleRounds(ctx, items, func(it pack.Settle) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false)
+	var took *tookSet
+	if by != "" {
+		took = &tookSet{}
+	}
+	err := n.settleRounds(ctx, items, func(it pack.Settle) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false, took)
+	var taken takenError
+	if errors.As(err, &taken) && taken.By != by {
+		n.yield(items, attempt, by, taken.By, took)
+	}
+	return err
+}
+
+// tookSet collects the peers that recorded a settle without refusing it.
+type tookSet struct {
+	mu  sync.Mutex
+	got []tookAnswer
+}
+
+type tookAnswer struct {
+	item int
+	to   pack.Peer
+}
+
+// add records that peer to answered item without refusing (nil-safe).
+func (t *tookSet) add(item int, to pack.Peer) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.got = append(t.got, tookAnswer{item, to})
+}
+
+// yield gives way to first: a receiver refused because first took the
+// attempt before (G8, J6, J8) tells every peer that recorded it as the
+// successor meanwhile to record first instead, all at once and within
+// settleCallTimeout, before it answers the sender. Otherwise those peers
+// would name this receiver to the sender's next try at first, and first
+// would be refused naming this one, which holds nothing (issue 12, F4:
+// two receivers naming each other for ever).
+func (n *Node) yield(items []pack.Settle, attempt int, self, first string, took *tookSet) {
+	if took == nil {
+		return
+	}
+	took.mu.Lock()
+	got := slices.Clone(took.got)
+	took.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range got {
+		it := items[a.item]
+		var m api.GuardRequest
+		switch it.Kind {
+		case pack.SettleGuard:
+			m = api.GuardRelease{Key: it.Key, Attempt: it.Attempt, By: first, Yield: self}
+		case pack.SettleJoinForwarded:
+			m = api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor, By: first, Yield: self}
+		case pack.SettleBranchStarted:
+			m = api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: pack.Peer{ID: first}, Epoch: it.Epoch, Actor: it.Actor, Yield: self}
+		default:
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := n.guardCallErr(n.ctx, a.to, m, settleCallTimeout); err != nil {
+				n.log.Info("could not give way to the first successor", "peer", rpc.ShortIDString(a.to.ID), "first", rpc.ShortIDString(first), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // probeSettle asks the guardians named by the release items whether a
@@ -122,33 +191,44 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 	}
 	return n.settleRounds(ctx, probe, func(it pack.Settle) api.GuardRequest {
 		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
-	}, true)
+	}, true, nil)
 }
 
 // settleRounds sends msg(item) to every peer of every item, all at once;
 // items that got no answer at all are tried again on fresh connections
-// while the budget lasts.
-func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle) api.GuardRequest, probe bool) error {
+// while the budget lasts. When this peer is itself one of an item's peers
+// (it guards the step before, or keeps a copy of the join), it asks
+// itself only once every item is settled by the others: its own answer
+// does not settle an item that names other peers (it cannot tell whether
+// they recorded another successor meanwhile), and asked first it would
+// record this peer as the successor even when the hand-over is then
+// refused as unsettled — two receivers refused that way, each recorded
+// by its own copy, would then name each other as the first, for ever
+// (join J8; issue 12, finding F4).
+func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle) api.GuardRequest, probe bool, took *tookSet) error {
 	type call struct {
 		item int
 		to   pack.Peer
 	}
-	var calls []call
+	self := n.host.ID().String()
+	var calls, own []call
+	answered := make([]bool, len(items))
 	for i, it := range items {
+		others := false
 		for _, to := range it.Peers {
+			if to.ID == self {
+				own = append(own, call{i, to})
+				continue
+			}
+			others = true
 			calls = append(calls, call{i, to})
 		}
+		answered[i] = !others // settled by this peer's own answer alone
 	}
-	self := n.host.ID().String()
-	onlySelf := make([]bool, len(items))
-	for i, it := range items {
-		onlySelf[i] = !slices.ContainsFunc(it.Peers, func(p pack.Peer) bool { return p.ID != self })
-	}
-	answered := make([]bool, len(items))
 	deadline := time.Now().Add(settleBudget)
 	var superseded atomic.Bool
 	var takenBy atomic.Value // string
-	for round := 0; ; round++ {
+	run := func(calls []call) []bool {
 		failed := make([]bool, len(calls))
 		var wg sync.WaitGroup
 		for ci, c := range calls {
@@ -161,6 +241,9 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 					failed[ci] = true
 					return
 				}
+				if !rep.Superseded {
+					took.add(c.item, c.to)
+				}
 				if rep.Superseded {
 					n.log.Info("settle answered superseded", "op", m.Protocol(), "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "attempt", rep.Attempt, "taken_by", rpc.ShortIDString(rep.Holder.ID), "why", rep.Error)
 					if rep.Holder.ID != "" {
@@ -172,24 +255,26 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			}()
 		}
 		wg.Wait()
+		return failed
+	}
+	verdict := func() error {
 		if superseded.Load() {
 			return errSuperseded
 		}
 		if by, _ := takenBy.Load().(string); by != "" {
 			return takenError{By: by}
 		}
-		if err := ctx.Err(); err != nil {
-			// A cancelled caller (its work superseded, the node stopping)
-			// got no answers: nothing is settled, so nothing may be
-			// acknowledged.
+		// A cancelled caller (its work superseded, the node stopping) got
+		// no answers: nothing is settled, so nothing may be acknowledged.
+		return ctx.Err()
+	}
+	for round := 0; len(calls) > 0; round++ {
+		failed := run(calls)
+		if err := verdict(); err != nil {
 			return err
 		}
 		for ci, c := range calls {
-			// This peer's own answer (it guards the step before, or holds
-			// a copy of the join) does not settle an item that names
-			// other peers: it cannot tell whether they recorded another
-			// successor meanwhile (join J8, issue 12 finding F4).
-			if !failed[ci] && (c.to.ID != self || onlySelf[c.item]) {
+			if !failed[ci] {
 				answered[c.item] = true
 			}
 		}
@@ -202,7 +287,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			}
 		}
 		if len(retry) == 0 {
-			return nil
+			break
 		}
 		if round > 0 || time.Until(deadline) < settleCallTimeout {
 			n.log.Warn("settle unanswered", "probe", probe, "peers", silent)
@@ -213,6 +298,11 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		}
 		calls = retry
 	}
+	if len(own) > 0 {
+		run(own)
+		return verdict()
+	}
+	return nil
 }
 
 // freshConn drops the connections to a peer that did not answer a
@@ -318,5 +408,5 @@ func (n *Node) guardCallErr(ctx context.Context, to pack.Peer, m api.GuardReques
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By})
+	return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, Yield: m.Yield})
 }

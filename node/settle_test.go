@@ -374,3 +374,56 @@ func TestOwnAnswerDoesNotSettle(t *testing.T) {
 		t.Fatalf("S1 ran %d times, want 0", runs)
 	}
 }
+
+// TestRefusedReceiverGivesWay is the yield of guard G8 on real nodes: the
+// step before has two guardians, G1 and G2; G2 was released by successor
+// X already (X's answer lost), G1 not. Receiver A of the same attempt
+// releases G1 (its answer comes first) and is refused by G2 naming X; A
+// refuses the pack and gives way at G1, which then names X too — so X,
+// handed the pack again by the sender, is not refused naming A (which
+// holds nothing). Before the yield the two named each other for ever
+// (issue 12, finding F4: a workflow stuck in "taken" refusals).
+func TestRefusedReceiverGivesWay(t *testing.T) {
+	g1f, g2f := startNode(t, echoServices), startNode(t, echoServices)
+	af, recFile, _ := recordingNode(t, "")
+	const key = "wf-test|0"
+	const x = "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD" // successor X
+	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply {
+		t.Helper()
+		h, id := rawHost(t, nf)
+		var rep api.GuardReply
+		if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	holder := pack.Peer{ID: af.PeerID} // any holder: only the tombstones matter here
+	for _, g := range []api.NodeFile{g1f, g2f} {
+		if rep := call(g, api.GuardStore{Key: key, Pack: packFor(t, "S0 S1 S2"), Holder: holder}); !rep.OK {
+			t.Fatalf("store: %+v", rep)
+		}
+	}
+	if rep := call(g2f, api.GuardRelease{Key: key, By: x}); !rep.OK || rep.Superseded {
+		t.Fatalf("X's release at G2: %+v", rep)
+	}
+	g1 := pack.Peer{ID: g1f.PeerID, Addrs: g1f.Addrs}
+	g2 := pack.Peer{ID: g2f.PeerID, Addrs: g2f.Addrs}
+	h, a := rawHost(t, af)
+	ack, err := handoff(t, h, a, withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleGuard, Key: key, Peers: []pack.Peer{g1, g2}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != x {
+		t.Fatalf("hand-off to A: %+v, want refused with code %s naming X", ack, api.CodeTaken)
+	}
+	// G1 names X now: A's release would be refused naming X, X's is not.
+	if rep := call(g1f, api.GuardRelease{Key: key, Probe: true, By: af.PeerID}); !rep.Superseded || rep.Holder.ID != x {
+		t.Errorf("G1 after A gave way, probed for A: %+v, want superseded naming X", rep)
+	}
+	if rep := call(g1f, api.GuardRelease{Key: key, Probe: true, By: x}); rep.Superseded {
+		t.Errorf("G1 after A gave way, probed for X: %+v, want not superseded", rep)
+	}
+	if runs := countRuns(t, recFile, "S1"); runs != 0 {
+		t.Fatalf("S1 ran %d times at A, want 0", runs)
+	}
+}

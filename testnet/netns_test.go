@@ -102,17 +102,8 @@ func TestNetnsUpDown(t *testing.T) {
 // TestNetnsChaos runs each network scenario once on a fresh namespace
 // testnet of 6 nodes in 3 zones, with the assertions of TestChaos and, for
 // isolate-holder, invariant I1 on the isolated chain.
-//
-// flapping-link is not run here: it still shows finding F4
-// (docs/reliability-core.md: join continuations forwarded twice, or a
-// branch lost, when a join copy's link flaps), so it would fail this test
-// on the finding rather than on a regression. Run it with
-// `bedwe testnet chaos --scenario flapping-link`.
 func TestNetnsChaos(t *testing.T) {
 	for _, scenario := range testnet.NetnsScenarios {
-		if scenario == "flapping-link" {
-			continue
-		}
 		t.Run(scenario, func(t *testing.T) {
 			m := upNetns(t, testnet.Options{Nodes: 6, Zones: 3})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -67,6 +67,10 @@ type GuardRelease struct {
 	// the same attempt by another successor is answered Superseded
 	// (node/guard G8).
 	By string `cbor:"5,keyasint,omitempty"`
+	// Yield, with By, is a successor that was refused elsewhere (another
+	// took the attempt first: By) and gives way: a guardian that recorded
+	// Yield as the successor records By instead, and nothing else changes.
+	Yield string `cbor:"6,keyasint,omitempty"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its
@@ -127,6 +131,9 @@ type JoinForwarded struct {
 	Epoch int    `cbor:"2,keyasint,omitempty"`
 	Actor string `cbor:"3,keyasint,omitempty"`
 	By    string `cbor:"4,keyasint,omitempty"`
+	// Yield: a receiver refused elsewhere gives way to By (as in
+	// GuardRelease).
+	Yield string `cbor:"5,keyasint,omitempty"`
 }
 
 // JoinStatus asks a join copy (from a restarted primary, or a later
@@ -159,6 +166,9 @@ type JoinBranch struct {
 	Holder  pack.Peer `cbor:"4,keyasint"`
 	Epoch   int       `cbor:"5,keyasint,omitempty"`
 	Actor   string    `cbor:"6,keyasint,omitempty"`
+	// Yield: a holder refused elsewhere gives way to Holder (as in
+	// GuardRelease).
+	Yield string `cbor:"7,keyasint,omitempty"`
 }
 
 // OriginReplica asks a peer to keep a copy of a workflow record (a CBOR

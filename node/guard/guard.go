@@ -57,7 +57,11 @@
 //     Superseded, naming the first (Reply.Holder): a sender whose hand-off
 //     ack was lost (a cut, a stream timeout) and that handed the next step
 //     to a second peer starts one chain, not two — the second receiver
-//     refuses the pack, and the sender guards the step at the first.
+//     refuses the pack, and the sender hands it to the first again (which
+//     holds it, ran it, or takes it now). A receiver refused that way
+//     after other guardians had recorded it gives way (Release.Yield): a
+//     tombstone naming it names the first instead, so that two receivers
+//     never name each other (issue 12, finding F4).
 //   - G7 (every guardian of a re-routed attempt says so): when the primary
 //     re-routes (or gives up on an at-most-once step), it tells the old
 //     attempt's other guardians with a Release marked Rerouted; their
@@ -297,6 +301,10 @@ type Release struct {
 	Probe    bool
 	Rerouted bool
 	By       string
+	// Yield: the successor Yield was refused elsewhere (By took the
+	// attempt first) and gives way; a tombstone naming Yield names By
+	// instead (G8). Nothing else changes.
+	Yield string
 }
 
 // MovedOn: the step is known to have moved on at Attempt while Holder held
@@ -524,6 +532,13 @@ func (g *Guard) store(e Store) Ready {
 }
 
 func (g *Guard) release(e Release) Ready {
+	if e.Yield != "" {
+		if g.copy == nil && g.mark != nil && g.mark.Attempt == e.Attempt && !g.mark.Rerouted && g.mark.By == e.Yield && e.By != "" {
+			g.mark.By = e.By
+			return Ready{Persist: PersistForget, Reply: &Reply{OK: true}}
+		}
+		return Ready{Reply: &Reply{OK: true}}
+	}
 	if e.Probe {
 		superseded := (g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting))) ||
 			(g.copy == nil && g.mark != nil && (g.mark.Attempt > e.Attempt || (g.mark.Attempt == e.Attempt && g.mark.Rerouted) ||

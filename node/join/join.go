@@ -79,7 +79,10 @@
 //     cut starts between the two — is refused, naming the first
 //     (RefuseTaken); the actor then hands the pack to that first receiver
 //     again, which holds it already or takes it now, so the step after
-//     the join runs once (issue 12, finding F4).
+//     the join runs once (issue 12, finding F4). A receiver (or branch
+//     holder) refused that way after other copies had recorded it gives
+//     way (ActorForwarded.Yield, BranchStarted.Yield): those copies record
+//     the first instead, so two receivers never name each other.
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -553,6 +556,9 @@ type ActorForwarded struct {
 	// By is the receiver that took the continuation (empty when the
 	// actor itself tells the copies, after the receiver acknowledged).
 	By string
+	// Yield: the receiver Yield was refused elsewhere and gives way to
+	// By; a copy that recorded Yield records By instead (J8).
+	Yield string
 }
 
 // HandedOver (on the acting copy) says the replica To accepted to act in
@@ -583,6 +589,9 @@ type BranchStarted struct {
 	Holder  pack.Peer
 	Attempt int
 	Token   Token
+	// Yield: the holder Yield was refused elsewhere and gives way to
+	// Holder; a copy that recorded Yield records Holder instead (J6).
+	Yield string
 }
 
 // SplitSettled says how settling Split went: Superseded when a guardian
@@ -669,6 +678,15 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		return r
 	case ActorForwarded:
 		mine := j.Token()
+		if ev.Yield != "" {
+			if j.rec.Phase == PhaseForwarded && ev.Token == mine && j.rec.ForwardedBy == ev.Yield && ev.By != "" {
+				j.rec.ForwardedBy = ev.By
+				r := none()
+				r.Persist = true
+				return r
+			}
+			return none()
+		}
 		switch {
 		case ev.Token.Before(mine):
 			// J7: an older actor's continuation; this copy knows a newer one.
@@ -746,6 +764,16 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			return none()
 		}
 		old, started := j.rec.Started[ev.Branch]
+		if ev.Yield != "" {
+			if started && old.Token() == ev.Token && old.Attempt == ev.Attempt && old.Holder.ID == ev.Yield && ev.Holder.ID != "" {
+				old.Holder = ev.Holder
+				j.rec.Started[ev.Branch] = old
+				r := none()
+				r.Persist = true
+				return r
+			}
+			return none()
+		}
 		if started && ev.Token.Before(old.Token()) {
 			// J7: a newer actor started this branch; this start is of a
 			// superseded actor and stops at its first holder.

@@ -82,7 +82,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		if v, ok := a["actor"]; ok {
 			tok.Actor = v
 		}
-		ev = ActorForwarded{Token: tok, By: a["by"]}
+		ev = ActorForwarded{Token: tok, By: a["by"], Yield: a["yield"]}
 	case "handed-over":
 		ev = HandedOver{To: pack.Peer{ID: a["to"]}}
 	case "take-handover":
@@ -98,7 +98,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		if v, ok := a["actor"]; ok {
 			tok.Actor = v
 		}
-		ev = BranchStarted{Branch: script.Int(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0), Token: tok}
+		ev = BranchStarted{Branch: script.Int(t, a, "branch", 0), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0), Token: tok, Yield: a["yield"]}
 	case "split-settled":
 		ev = SplitSettled{Superseded: a["superseded"] == "true"}
 	case "new-actor":
