@@ -369,10 +369,21 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	draft := origin.New(id)
 	draft.Step(sub)
 	replicaRec := rpc.MustCBOR(draft.ReplicaCopy(self))
+	// All at once and within replicateTimeout, well inside the client's
+	// stream timeout: a replica cut off from this peer must not make the
+	// submission time out (a replica that stored the record but whose
+	// answer was lost asks this peer later whether it ended: origin O3).
+	replies, errs := n.guardCallAll(n.ctx, picked, func(pack.Peer) api.GuardRequest {
+		return api.OriginReplica{Key: id, Record: replicaRec}
+	}, replicateTimeout)
 	var stored []pack.Peer
-	for _, ref := range picked {
-		if rep := n.callGuard(n.ctx, ref, api.OriginReplica{Key: id, Record: replicaRec}); !rep.OK {
-			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", rep.Error)
+	for i, ref := range picked {
+		if errs[i] != nil || !replies[i].OK {
+			why := replies[i].Error
+			if errs[i] != nil {
+				why = errs[i].Error()
+			}
+			n.log.Warn("origin replica refused", "peer", rpc.ShortIDString(ref.ID), "err", why)
 			continue
 		}
 		stored = append(stored, ref)
