@@ -89,6 +89,9 @@ type presenceEntry struct {
 	lastSeen time.Time
 	// ttl is how long the entry stays without a new announcement.
 	ttl time.Duration
+	// seenAt is lastSeen on the timetable clock (what the outage view
+	// was told).
+	seenAt time.Time
 }
 
 // ttlFor is how long an announcement keeps its peer in the view: the
@@ -211,10 +214,10 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.mu.Unlock()
 		return
 	}
-	ttl := p.ttlFor(a)
-	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: ttl}
+	ttl, at := p.ttlFor(a), p.n.tt.clock.Now()
+	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: ttl, seenAt: at}
 	p.mu.Unlock()
-	p.n.tt.view.ObserveFor(id.String(), a.Zone, a.Draining, p.n.tt.clock.Now(), p.n.tt.clock.Virtual(ttl))
+	p.n.tt.view.ObserveFor(id.String(), a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
 	var addrs []ma.Multiaddr
 	for _, s := range a.Addrs {
 		if m, err := ma.NewMultiaddr(s); err == nil {
@@ -526,9 +529,10 @@ func (p *presence) fileLoop(ctx context.Context) {
 // watchConns keeps the slowly refreshed view honest between refreshes:
 // a connection from a member the view lacks (a newcomer, or a peer back
 // from a partition) makes this peer announce itself at once, and a view
-// peer whose last connection closed is dialled once and dropped from the
-// view if that fails (a killed process: its connections are reset and
-// nothing answers), instead of lingering until its announcement expires.
+// peer whose last connection closed is dialled once and, if that fails (a
+// killed process: its connections are reset and nothing answers), kept
+// only for PresenceTTL after its last announcement, as before presence
+// refreshed slowly, instead of for its announced refreshes.
 func (p *presence) watchConns(ctx context.Context) {
 	p.n.host.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
@@ -546,9 +550,10 @@ func (p *presence) watchConns(ctx context.Context) {
 	})
 }
 
-// checkGone dials a view peer that lost its last connection and drops it
-// from the view if it cannot be reached (its next announcement brings it
-// back).
+// checkGone dials a view peer that lost its last connection and, if it
+// cannot be reached, shortens its stay in the view (and in the outage
+// view) to PresenceTTL after its last announcement (its next announcement
+// restores it).
 func (p *presence) checkGone(ctx context.Context, id peer.ID) {
 	nw := p.n.host.Network()
 	before, known := p.get(id)
@@ -566,14 +571,17 @@ func (p *presence) checkGone(ctx context.Context, id peer.ID) {
 	}
 	p.mu.Lock()
 	e, ok := p.peers[id]
-	gone := ok && e.ann.Boot == before.Boot && e.ann.Seq == before.Seq
+	gone := ok && e.ann.Boot == before.Boot && e.ann.Seq == before.Seq && e.ttl > p.n.cfg.PresenceTTL
+	var ann announcement
+	var seenAt time.Time
 	if gone {
-		delete(p.peers, id)
+		e.ttl = p.n.cfg.PresenceTTL
+		ann, seenAt = e.ann, e.seenAt
 	}
 	p.mu.Unlock()
 	if gone {
-		p.n.log.Debug("presence: peer unreachable after its connection closed; dropped from the view", "peer", rpc.ShortID(id), "err", err)
-		p.markDirty()
+		p.n.tt.view.ObserveFor(id.String(), ann.Zone, ann.Draining, seenAt, 0)
+		p.n.log.Debug("presence: peer unreachable after its connection closed; kept for PresenceTTL only", "peer", rpc.ShortID(id), "err", err)
 	}
 }
 

@@ -39,3 +39,12 @@ func TestReadProcSelf(t *testing.T) {
 		t.Error("ReadProc(-1): want an error")
 	}
 }
+
+func TestParseLoadAvg(t *testing.T) {
+	if v, err := parseLoadAvg("1.94 0.56 1.00 1/151 8398\n"); err != nil || v != 1.94 {
+		t.Errorf("parseLoadAvg = %v, %v; want 1.94", v, err)
+	}
+	if _, err := parseLoadAvg(""); err == nil {
+		t.Error("empty load average accepted")
+	}
+}
