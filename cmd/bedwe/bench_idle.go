@@ -166,10 +166,10 @@ func idleOnce(ctx context.Context, c *cli.Context, n int, settle, window time.Du
 func printIdleTable(w io.Writer, rows []bench.IdleRow) error {
 	cpu, rss := bench.IdleGrowth(rows)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "NODES\tCPU ALL NODES\tCPU/NODE\tvs FIRST\tRSS/NODE\tRSS MAX\tvs FIRST\tLOAD 1m\t")
+	fmt.Fprintln(tw, "NODES\tCPU ALL NODES\tCPU/NODE\tvs FIRST\tRSS/NODE\tRSS MAX\tvs FIRST\tPRIVATE\tPSS\tLOAD 1m\t")
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%d\t%.1f%%\t%.2f%%\t%.2fx\t%.1f MiB\t%.1f MiB\t%.2fx\t%.2f..%.2f\t\n", r.Nodes, r.CPUTotalPct, r.CPUPerNodePct, cpu[i],
-			r.RSSMeanMB, r.RSSMaxMB, rss[i], r.LoadBefore, r.LoadAfter)
+		fmt.Fprintf(tw, "%d\t%.1f%%\t%.2f%%\t%.2fx\t%.1f MiB\t%.1f MiB\t%.2fx\t%.1f MiB\t%.1f MiB\t%.2f..%.2f\t\n", r.Nodes, r.CPUTotalPct, r.CPUPerNodePct, cpu[i],
+			r.RSSMeanMB, r.RSSMaxMB, rss[i], r.RSSAnonMeanMB, r.PSSMeanMB, r.LoadBefore, r.LoadAfter)
 	}
 	return tw.Flush()
 }

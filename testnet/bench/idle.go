@@ -30,6 +30,11 @@ type IdleRow struct {
 	CPUTotalPct, CPUPerNodePct, CPUMaxPct float64
 	// RSSMeanMB and RSSMaxMB are VmRSS over nodes and samples, in MiB.
 	RSSMeanMB, RSSMaxMB float64
+	// RSSAnonMeanMB is the mean private part of RSS (RssAnon), and
+	// PSSMeanMB the mean proportional set size at the end of the window
+	// (the executable's shared pages divided among the nodes): what a
+	// node adds to the machine's memory, in MiB.
+	RSSAnonMeanMB, PSSMeanMB float64
 	// ThreadsMean is the mean OS thread count per node.
 	ThreadsMean float64
 	// LoadBefore and LoadAfter are the machine's 1-minute load average
@@ -62,8 +67,18 @@ func RunIdle(ctx context.Context, m *testnet.Manifest, settle, window time.Durat
 	row.CPUTotalPct, row.CPUMaxPct = s.CPUTotalPct, s.CPUMaxPct
 	row.CPUPerNodePct = s.CPUMeanPct
 	row.RSSMeanMB, row.RSSMaxMB, row.ThreadsMean = s.RSSMeanMB, s.RSSMaxMB, s.ThreadsMean
-	fmt.Fprintf(progress, "idle %d nodes: %.1f%% of one core together (%.2f%% a node), RSS %.1f MiB a node (max %.1f), load %.2f -> %.2f\n",
-		row.Nodes, row.CPUTotalPct, row.CPUPerNodePct, row.RSSMeanMB, row.RSSMaxMB, row.LoadBefore, row.LoadAfter)
+	row.RSSAnonMeanMB = s.RSSAnonMeanMB
+	var pss float64
+	for i, nd := range m.Nodes {
+		v, err := ReadPSS(nd.PID)
+		if err != nil {
+			return row, fmt.Errorf("idle: node %d: %w", i, err)
+		}
+		pss += float64(v) / (1 << 20)
+	}
+	row.PSSMeanMB = pss / float64(len(m.Nodes))
+	fmt.Fprintf(progress, "idle %d nodes: %.1f%% of one core together (%.2f%% a node), RSS %.1f MiB a node (max %.1f; private %.1f, PSS %.1f), load %.2f -> %.2f\n",
+		row.Nodes, row.CPUTotalPct, row.CPUPerNodePct, row.RSSMeanMB, row.RSSMaxMB, row.RSSAnonMeanMB, row.PSSMeanMB, row.LoadBefore, row.LoadAfter)
 	return row, nil
 }
 
@@ -91,10 +106,10 @@ func parseLoadAvg(s string) (float64, error) {
 // IdleTable is the idle experiment as a table (idle.csv).
 func IdleTable(rows []IdleRow) Table {
 	t := Table{Name: ExpIdle, Header: []string{"nodes", "settle_s", "window_s", "cpu_total_pct", "cpu_per_node_pct", "cpu_max_pct",
-		"rss_mean_mib", "rss_max_mib", "threads_mean", "load1_before", "load1_after"}}
+		"rss_mean_mib", "rss_max_mib", "rss_anon_mean_mib", "pss_mean_mib", "threads_mean", "load1_before", "load1_after"}}
 	for _, r := range rows {
 		t.Rows = append(t.Rows, []any{r.Nodes, round3(r.Settle.Seconds()), round3(r.Window.Seconds()), round3(r.CPUTotalPct), round3(r.CPUPerNodePct),
-			round3(r.CPUMaxPct), round3(r.RSSMeanMB), round3(r.RSSMaxMB), round3(r.ThreadsMean), r.LoadBefore, r.LoadAfter})
+			round3(r.CPUMaxPct), round3(r.RSSMeanMB), round3(r.RSSMaxMB), round3(r.RSSAnonMeanMB), round3(r.PSSMeanMB), round3(r.ThreadsMean), r.LoadBefore, r.LoadAfter})
 	}
 	return t
 }
