@@ -30,6 +30,13 @@ type Config struct {
 	// means finer detection for more CPU (see BenchmarkWatcherCheck).
 	CheckInterval time.Duration
 
+	// ParkWhenIdle stops the Watcher's check timer while it watches
+	// nothing and re-arms it (one CheckInterval ahead) at the next Watch,
+	// so an idle node does not wake CheckInterval-often for no subject.
+	// Detection is unchanged: a new subject's first check comes one
+	// CheckInterval after Watch either way. Off by default.
+	ParkWhenIdle bool
+
 	// Threshold is the phi level at which a subject is suspected. phi = 8
 	// means "the chance that a live subject would be this late, judging by
 	// its own recent beats, is 1e-8"; for the normal model that is about

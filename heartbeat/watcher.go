@@ -56,6 +56,9 @@ type Watcher struct {
 	deliverMu sync.Mutex // serialises onSuspect
 	stats     counters
 
+	// wake re-arms a parked check loop (Config.ParkWhenIdle).
+	wake chan struct{}
+
 	ctx    context.Context // done when Close begins; parents Confirm's context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the check loop and confirmations in flight
@@ -92,6 +95,7 @@ func NewWatcher(clock clockwork.Clock, cfg Config, onSuspect func(Suspicion)) (*
 		onSuspect: onSuspect,
 		ctx:       ctx,
 		cancel:    cancel,
+		wake:      make(chan struct{}, 1),
 	}
 	timer := clock.NewTimer(cfg.CheckInterval)
 	start := clock.Now()
@@ -119,6 +123,12 @@ func (w *Watcher) Watch(key string) error {
 		return fmt.Errorf("watch %q: %w", key, ErrClosed)
 	}
 	w.subjects.put(s)
+	if w.cfg.ParkWhenIdle {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -207,10 +217,31 @@ func (w *Watcher) run(timer clockwork.Timer, due time.Time) {
 		} else {
 			w.check(now)
 		}
-		// Measured after the check, so time spent in onSuspect is not
-		// mistaken for lateness.
+		if w.cfg.ParkWhenIdle && !w.park() {
+			return
+		}
+		// Measured after the check (or the park), so time spent in
+		// onSuspect or parked is not mistaken for lateness.
 		due = w.clock.Now().Add(w.cfg.CheckInterval)
 		timer.Reset(w.cfg.CheckInterval)
+	}
+}
+
+// park waits, while nothing is watched, for the next Watch. It returns
+// false when the Watcher is closing.
+func (w *Watcher) park() bool {
+	for {
+		w.mu.Lock()
+		idle := w.subjects.len() == 0
+		w.mu.Unlock()
+		if !idle {
+			return true
+		}
+		select {
+		case <-w.ctx.Done():
+			return false
+		case <-w.wake:
+		}
 	}
 }
 

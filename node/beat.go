@@ -64,20 +64,35 @@ func (n *Node) beatTargets() map[peer.ID]pack.Peer {
 	return out
 }
 
+// idleBeatCheck is how often beatLoop looks for work while the node holds
+// nothing (every change also kicks it through beatsChanged).
+const idleBeatCheck = 2 * time.Second
+
 // beatLoop keeps one beat stream per target open and recruits a new
 // guardian for held work whose guardians all stopped answering.
 func (n *Node) beatLoop(ctx context.Context) {
 	conns := map[peer.ID]*beatConn{}
 	tick := time.NewTicker(n.cfg.Heartbeat.Interval)
 	defer tick.Stop()
+	// Idle (nothing held, nothing to beat to) the loop waits for
+	// beatsChanged, with a slow timer as a safety net, instead of waking
+	// every beat interval.
+	idle := time.NewTimer(idleBeatCheck)
+	defer idle.Stop()
 	for {
+		ticks := tick.C
+		if len(conns) == 0 && n.helds.len() == 0 {
+			ticks = nil
+			idle.Reset(idleBeatCheck)
+		}
 		select {
 		case <-ctx.Done():
 			for _, c := range conns {
 				c.cancel()
 			}
 			return
-		case <-tick.C:
+		case <-ticks:
+		case <-idle.C:
 		case <-n.beatsChanged:
 		}
 		targets := n.beatTargets()

@@ -62,8 +62,21 @@ type Config struct {
 	// ±20 %). Shorter converges faster after joins; longer costs less.
 	AnnounceInterval time.Duration
 	// PresenceTTL is how long a peer stays in the view without a new
-	// announcement.
+	// announcement (at least: a peer that refreshes slowly announces how
+	// long it may stay silent, see PresenceRefresh).
 	PresenceTTL time.Duration
+	// PresenceRefresh is how often an idle peer re-announces an unchanged
+	// presence, at least; changes (capacity, draining, services, timetable,
+	// addresses) are announced within AnnounceInterval. The refresh grows
+	// by PresenceRefreshPerPeer for every peer in the view, so a mesh sends
+	// a bounded number of announcements a second whatever its size and
+	// idle cost grows linearly, not with the square of the peers (issue
+	// 14). Each announcement carries its refresh interval and receivers
+	// keep the peer for 3 of them. While the view holds a peer of an older
+	// version (no refresh in its announcements, so it would expire us after
+	// its own PresenceTTL), this peer refreshes every AnnounceInterval.
+	PresenceRefresh        time.Duration
+	PresenceRefreshPerPeer time.Duration
 	// TargetPeers is how many direct connections a peer keeps: when it has
 	// fewer, it dials peers it learns of through presence. More connections
 	// make gossip reliable and hand-offs quicker; each costs a little memory.
@@ -212,22 +225,24 @@ const (
 // DefaultConfig returns the configuration for a real board on a mesh.
 func DefaultConfig() Config {
 	return Config{
-		Network:            "bedwe",
-		MDNS:               true,
-		AnnounceInterval:   5 * time.Second,
-		PresenceTTL:        15 * time.Second,
-		TargetPeers:        8,
-		StreamTimeout:      10 * time.Second,
-		NoPeerWait:         30 * time.Second,
-		UnsettledGiveUp:    30 * time.Second,
-		DefaultStepTimeout: 10 * time.Minute,
-		Heartbeat:          heartbeat.DefaultMeshConfig(),
-		BackupDelay:        10 * time.Second,
-		GuardianLoss:       10 * time.Second,
-		FirstBeatTimeout:   10 * time.Second,
-		SuspectMemory:      time.Minute,
-		RestartGrace:       60 * time.Second,
-		Retention:          7 * 24 * time.Hour,
+		Network:                "bedwe",
+		MDNS:                   true,
+		AnnounceInterval:       5 * time.Second,
+		PresenceTTL:            15 * time.Second,
+		PresenceRefresh:        30 * time.Second,
+		PresenceRefreshPerPeer: time.Second,
+		TargetPeers:            8,
+		StreamTimeout:          10 * time.Second,
+		NoPeerWait:             30 * time.Second,
+		UnsettledGiveUp:        30 * time.Second,
+		DefaultStepTimeout:     10 * time.Minute,
+		Heartbeat:              heartbeat.DefaultMeshConfig(),
+		BackupDelay:            10 * time.Second,
+		GuardianLoss:           10 * time.Second,
+		FirstBeatTimeout:       10 * time.Second,
+		SuspectMemory:          time.Minute,
+		RestartGrace:           60 * time.Second,
+		Retention:              7 * 24 * time.Hour,
 	}
 }
 
@@ -237,6 +252,8 @@ func TestnetConfig() Config {
 	c := DefaultConfig()
 	c.MDNS = false
 	c.AnnounceInterval = time.Second
+	c.PresenceRefresh = 10 * time.Second
+	c.PresenceRefreshPerPeer = 500 * time.Millisecond
 	c.Heartbeat = heartbeat.DefaultTestnetConfig()
 	c.BackupDelay = 3 * time.Second
 	c.GuardianLoss = 3 * time.Second
@@ -258,6 +275,13 @@ func (c *Config) fillDefaults() {
 	}
 	if c.PresenceTTL <= 0 {
 		c.PresenceTTL = max(3*c.AnnounceInterval, 5*time.Second)
+	}
+	if c.PresenceRefresh <= 0 {
+		c.PresenceRefresh = d.PresenceRefresh
+	}
+	c.PresenceRefresh = max(c.PresenceRefresh, c.AnnounceInterval)
+	if c.PresenceRefreshPerPeer < 0 {
+		c.PresenceRefreshPerPeer = 0
 	}
 	if c.TargetPeers <= 0 {
 		c.TargetPeers = d.TargetPeers

@@ -53,20 +53,32 @@ func (s *heldSlot) recruitedAt() time.Time {
 }
 
 // heldTable is every piece of work this peer holds, by journal key.
-type heldTable struct{ t table[*heldSlot] }
+type heldTable struct {
+	t table[*heldSlot]
+	// added, when set, is called after a new slot was added (the node
+	// wakes its idle beat loop with it).
+	added func()
+}
 
 func newHeldTable() *heldTable { return &heldTable{t: newTable[*heldSlot]()} }
 
 // add stores a slot for m under key unless one is there; it returns the
 // slot kept and whether it is new.
 func (t *heldTable) add(key string, m *held.Holder) (*heldSlot, bool) {
-	return t.t.getOrAdd(key, func() *heldSlot {
+	s, fresh := t.t.getOrAdd(key, func() *heldSlot {
 		now := time.Now()
 		s := &heldSlot{since: now, recruited: now}
 		s.cur.Store(m)
 		return s
 	})
+	if fresh && t.added != nil {
+		t.added()
+	}
+	return s, fresh
 }
+
+// len returns how many pieces of work are held.
+func (t *heldTable) len() int { return t.t.len() }
 
 func (t *heldTable) remove(key string, s *heldSlot) { t.t.removeIf(key, s) }
 

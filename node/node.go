@@ -296,6 +296,7 @@ func New(cfg Config) (*Node, error) {
 		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
 	}
+	n.helds.added = n.kickBeats
 	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
 	n.progress = newProgressLog()
 	if err := n.newBulkhead(); err != nil {
@@ -357,6 +358,8 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	hbcfg := n.cfg.Heartbeat
 	hbcfg.Logger = n.log
 	hbcfg.Confirm = n.confirmAlive
+	// An idle node watches nobody: no check timer until it does.
+	hbcfg.ParkWhenIdle = true
 	w, err := heartbeat.NewWatcher(clockwork.NewRealClock(), hbcfg, n.onSuspect)
 	if err != nil {
 		return fmt.Errorf("node: heartbeat: %w", err)

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/shirou/gopsutil/v3/cpu"
 	"github.com/shirou/gopsutil/v3/mem"
@@ -54,6 +56,25 @@ type announcement struct {
 	Slots int `json:"slots,omitempty"`
 	Free  int `json:"free,omitempty"`
 	Room  int `json:"room,omitempty"`
+	// Refresh is how often (milliseconds) the peer re-announces an
+	// unchanged presence: receivers keep it for presenceRefreshes of them.
+	// Zero (an older version) means every AnnounceInterval, and such a
+	// peer expires others after its own PresenceTTL.
+	Refresh int64 `json:"refresh,omitempty"`
+}
+
+// presenceRefreshes is how many refreshes in a row a peer may miss (lost
+// gossip) before it drops out of the view.
+const presenceRefreshes = 3
+
+// same reports whether a and b say the same thing to peer choice and
+// presence.json: everything but the load figures (CPU, memory), which
+// change all the time, and the sequence numbers.
+func (a announcement) same(b announcement) bool {
+	return a.ID == b.ID && a.Zone == b.Zone && a.Draining == b.Draining && a.Sched == b.Sched &&
+		a.Queue == b.Queue && a.Slots == b.Slots && a.Free == b.Free && a.Room == b.Room &&
+		a.Refresh == b.Refresh && slices.Equal(a.Addrs, b.Addrs) &&
+		slices.Equal(a.Services, b.Services) && slices.Equal(a.Patterns, b.Patterns)
 }
 
 // full reports whether the peer announced that it would refuse a step as
@@ -66,6 +87,18 @@ func (a announcement) waits() bool { return a.Slots > 0 && a.Free == 0 }
 type presenceEntry struct {
 	ann      announcement
 	lastSeen time.Time
+	// ttl is how long the entry stays without a new announcement.
+	ttl time.Duration
+	// seenAt is lastSeen on the timetable clock (what the outage view
+	// was told).
+	seenAt time.Time
+}
+
+// ttlFor is how long an announcement keeps its peer in the view: the
+// configured PresenceTTL, or presenceRefreshes of the peer's announced
+// refresh interval when that is longer.
+func (p *presence) ttlFor(a announcement) time.Duration {
+	return max(p.n.cfg.PresenceTTL, presenceRefreshes*time.Duration(a.Refresh)*time.Millisecond)
 }
 
 // presence is the node's view of who is out there, fed by pubsub.
@@ -156,6 +189,7 @@ func (p *presence) run(ctx context.Context) {
 	}
 	go p.announceLoop(ctx)
 	p.n.spawn(p.fileLoop)
+	p.watchConns(ctx)
 	for {
 		msg, err := sub.Next(ctx)
 		if err != nil {
@@ -180,9 +214,10 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.mu.Unlock()
 		return
 	}
-	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now()}
+	ttl, at := p.ttlFor(a), p.n.tt.clock.Now()
+	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: ttl, seenAt: at}
 	p.mu.Unlock()
-	p.n.tt.view.Observe(id.String(), a.Zone, a.Draining, p.n.tt.clock.Now())
+	p.n.tt.view.ObserveFor(id.String(), a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
 	var addrs []ma.Multiaddr
 	for _, s := range a.Addrs {
 		if m, err := ma.NewMultiaddr(s); err == nil {
@@ -202,8 +237,18 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		// A newcomer has not heard us yet.
 		p.poke()
 	}
-	p.markDirty()
+	// presence.json changes only with what it shows (not last_seen).
+	if !known || old.ann.Boot != a.Boot || !fileSame(old.ann, a) {
+		p.markDirty()
+	}
 	p.n.maybePullSchedule(id, a.Sched)
+}
+
+// fileSame reports whether a and b show the same in presence.json's
+// signature (membership, zone, services, draining).
+func fileSame(a, b announcement) bool {
+	return a.Zone == b.Zone && a.Draining == b.Draining &&
+		slices.Equal(a.Services, b.Services) && slices.Equal(a.Patterns, b.Patterns)
 }
 
 func (p *presence) markDirty() {
@@ -221,15 +266,27 @@ func (p *presence) poke() {
 	}
 }
 
+// announceLoop publishes this peer's presence: a few times quickly after
+// start, at once when poked (a newcomer, a drain), within AnnounceInterval
+// of any change peer choice cares about, and otherwise every refresh
+// interval (see Config.PresenceRefresh), which grows with the view so an
+// idle mesh gossips a bounded number of announcements a second.
 func (p *presence) announceLoop(ctx context.Context) {
 	// Announce quickly a few times after start: a publish right after
 	// joining can reach nobody.
 	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	var last announcement
+	var lastAt time.Time
+	force := true
 	for {
-		p.announce(ctx)
+		cur := p.selfNoLoad(false)
+		if force || !cur.same(last) || time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond) {
+			last, lastAt = p.announce(ctx), time.Now()
+		}
+		force = false
 		wait := jitter(p.n.cfg.AnnounceInterval)
 		if len(early) > 0 {
-			wait, early = early[0], early[1:]
+			wait, early, force = early[0], early[1:], true
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -239,8 +296,26 @@ func (p *presence) announceLoop(ctx context.Context) {
 		case <-t.C:
 		case <-p.n.announceNow:
 			t.Stop()
+			force = true
 		}
 	}
+}
+
+// refresh is how often this peer re-announces an unchanged presence:
+// PresenceRefresh plus PresenceRefreshPerPeer for each peer in the view,
+// or AnnounceInterval while the view holds a peer that announced no
+// refresh interval (an older version, which expires peers after its own
+// PresenceTTL).
+func (p *presence) refresh() time.Duration {
+	cfg := p.n.cfg
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.peers {
+		if e.ann.Refresh == 0 {
+			return cfg.AnnounceInterval
+		}
+	}
+	return max(cfg.PresenceRefresh, time.Duration(len(p.peers))*cfg.PresenceRefreshPerPeer)
 }
 
 func jitter(d time.Duration) time.Duration {
@@ -248,18 +323,23 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (p *presence) self(bump bool) announcement {
+	a := p.selfNoLoad(bump)
+	if v, err := cpu.Percent(0, false); err == nil && len(v) > 0 {
+		a.CPU = v[0]
+	}
+	if v, err := mem.VirtualMemory(); err == nil {
+		a.Mem = v.UsedPercent
+	}
+	return a
+}
+
+// selfNoLoad is self without the CPU and memory figures, which cost two
+// /proc reads: enough to tell whether the announcement changed.
+func (p *presence) selfNoLoad(bump bool) announcement {
 	n := p.n
 	var addrs []string
 	for _, a := range n.host.Addrs() {
 		addrs = append(addrs, a.String())
-	}
-	cpuPct := 0.0
-	if v, err := cpu.Percent(0, false); err == nil && len(v) > 0 {
-		cpuPct = v[0]
-	}
-	memPct := 0.0
-	if v, err := mem.VirtualMemory(); err == nil {
-		memPct = v.UsedPercent
 	}
 	seq := p.seq.Load()
 	if bump {
@@ -275,27 +355,29 @@ func (p *presence) self(bump bool) announcement {
 		Zone:     n.cfg.Zone,
 		Services: n.services.Names(),
 		Patterns: n.services.Patterns(),
-		CPU:      cpuPct,
-		Mem:      memPct,
 		Queue:    int(n.running.Load()),
 		Draining: n.draining.Load(),
 		Seq:      seq,
 		Boot:     p.boot,
 		Sched:    n.announcedSchedule(),
+		Refresh:  p.refresh().Milliseconds(),
 	}
 }
 
-func (p *presence) announce(ctx context.Context) {
+// announce publishes this peer's presence and returns what it published.
+func (p *presence) announce(ctx context.Context) announcement {
 	self := p.self(true)
-	// The node is a candidate for its own steps too.
-	p.n.tt.view.Observe(self.ID, self.Zone, self.Draining, p.n.tt.clock.Now())
+	// The node is a candidate for its own steps too (for as long as its
+	// peers keep it).
+	p.n.tt.view.ObserveFor(self.ID, self.Zone, self.Draining, p.n.tt.clock.Now(), p.n.tt.clock.Virtual(p.ttlFor(self)))
 	data, err := json.Marshal(self)
 	if err != nil {
-		return
+		return self
 	}
 	if err := p.topic.Publish(ctx, data); err != nil && ctx.Err() == nil {
 		p.n.log.Debug("announce presence", "err", err)
 	}
+	return self
 }
 
 // live returns the fresh entries, expiring stale ones.
@@ -305,7 +387,7 @@ func (p *presence) live() map[peer.ID]announcement {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, e := range p.peers {
-		if now.Sub(e.lastSeen) > p.n.cfg.PresenceTTL {
+		if now.Sub(e.lastSeen) > e.ttl {
 			delete(p.peers, id)
 			p.markDirty()
 			continue
@@ -441,6 +523,65 @@ func (p *presence) fileLoop(ctx context.Context) {
 		if err := os.WriteFile(tmp, data, 0o644); err == nil {
 			_ = os.Rename(tmp, path)
 		}
+	}
+}
+
+// watchConns keeps the slowly refreshed view honest between refreshes:
+// a connection from a member the view lacks (a newcomer, or a peer back
+// from a partition) makes this peer announce itself at once, and a view
+// peer whose last connection closed is dialled once and, if that fails (a
+// killed process: its connections are reset and nothing answers), kept
+// only for PresenceTTL after its last announcement, as before presence
+// refreshed slowly, instead of for its announced refreshes.
+func (p *presence) watchConns(ctx context.Context) {
+	p.n.host.Network().Notify(&network.NotifyBundle{
+		ConnectedF: func(_ network.Network, c network.Conn) {
+			id := c.RemotePeer()
+			if _, known := p.get(id); !known && p.n.gate.IsMember(id) {
+				p.poke()
+			}
+		},
+		DisconnectedF: func(_ network.Network, c network.Conn) {
+			id := c.RemotePeer()
+			if _, known := p.get(id); known && ctx.Err() == nil {
+				go p.checkGone(ctx, id)
+			}
+		},
+	})
+}
+
+// checkGone dials a view peer that lost its last connection and, if it
+// cannot be reached, shortens its stay in the view (and in the outage
+// view) to PresenceTTL after its last announcement (its next announcement
+// restores it).
+func (p *presence) checkGone(ctx context.Context, id peer.ID) {
+	nw := p.n.host.Network()
+	before, known := p.get(id)
+	if !known || nw.Connectedness(id) == network.Connected {
+		return
+	}
+	if sw, ok := nw.(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.n.cfg.StreamTimeout)
+	defer cancel()
+	err := p.n.host.Connect(dctx, peer.AddrInfo{ID: id})
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	p.mu.Lock()
+	e, ok := p.peers[id]
+	gone := ok && e.ann.Boot == before.Boot && e.ann.Seq == before.Seq && e.ttl > p.n.cfg.PresenceTTL
+	var ann announcement
+	var seenAt time.Time
+	if gone {
+		e.ttl = p.n.cfg.PresenceTTL
+		ann, seenAt = e.ann, e.seenAt
+	}
+	p.mu.Unlock()
+	if gone {
+		p.n.tt.view.ObserveFor(id.String(), ann.Zone, ann.Draining, seenAt, 0)
+		p.n.log.Debug("presence: peer unreachable after its connection closed; kept for PresenceTTL only", "peer", rpc.ShortID(id), "err", err)
 	}
 }
 

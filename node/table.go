@@ -60,3 +60,10 @@ func (t *table[S]) values() []S {
 	}
 	return out
 }
+
+// len returns the number of slots.
+func (t *table[S]) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}

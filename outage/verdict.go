@@ -109,13 +109,14 @@ func (v *View) liveness(peer string, p *presence, suspected bool, now time.Time,
 		return Verdict{Reason: "peer " + peer + ": no presence heard"}, false
 	}
 	vd := Verdict{Zone: p.zone}
-	live := now.Sub(p.seen) <= v.cfg.PresenceTTL && !suspected && !p.draining
+	ttl := v.liveFor(p)
+	live := now.Sub(p.seen) <= ttl && !suspected && !p.draining
 	if live || !explain {
 		return vd, live
 	}
 	switch {
-	case now.Sub(p.seen) > v.cfg.PresenceTTL:
-		vd.Reason = fmt.Sprintf("peer %s (zone %s): stale, last heard %s ago (TTL %s)", peer, p.zone, short(now.Sub(p.seen)), short(v.cfg.PresenceTTL))
+	case now.Sub(p.seen) > ttl:
+		vd.Reason = fmt.Sprintf("peer %s (zone %s): stale, last heard %s ago (TTL %s)", peer, p.zone, short(now.Sub(p.seen)), short(ttl))
 	case suspected:
 		vd.Reason = fmt.Sprintf("peer %s (zone %s): suspected by heartbeat at %s", peer, p.zone, stamp(p.suspected))
 	default:

@@ -39,6 +39,9 @@ type presence struct {
 	zone     string
 	draining bool
 	seen     time.Time // zero: never observed (only suspected)
+	// ttl is how long the peer's last announcement keeps it live when
+	// longer than Config.PresenceTTL (ObserveFor); zero: PresenceTTL.
+	ttl time.Duration
 	// suspected is when heartbeat last suspected the peer; zero if not.
 	suspected time.Time
 }
@@ -104,6 +107,14 @@ func (v *View) Offer(s *schedule.Schedule) bool {
 // recorded is ignored. The node observes itself too, each time it
 // announces, so it can be a candidate for its own steps.
 func (v *View) Observe(peer, zone string, draining bool, at time.Time) {
+	v.ObserveFor(peer, zone, draining, at, 0)
+}
+
+// ObserveFor is Observe for an announcement that keeps peer live for ttl
+// (on the view's clock) rather than Config.PresenceTTL, when ttl is the
+// longer: a peer that announces seldom (presence refreshes slowly on an
+// idle mesh) says how long its announcement holds.
+func (v *View) ObserveFor(peer, zone string, draining bool, at time.Time, ttl time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	p := v.peers[peer]
@@ -115,8 +126,11 @@ func (v *View) Observe(peer, zone string, draining bool, at time.Time) {
 	if at.Before(p.seen) {
 		return
 	}
-	p.zone, p.draining, p.seen = zone, draining, at
+	p.zone, p.draining, p.seen, p.ttl = zone, draining, at, ttl
 }
+
+// liveFor is how long after its last announcement p counts as live.
+func (v *View) liveFor(p *presence) time.Duration { return max(v.cfg.PresenceTTL, p.ttl) }
 
 // maybePrune drops peers unheard for forgetAfter TTLs, whenever the map has
 // doubled since the last prune, so peers that come and go cannot grow it
@@ -125,9 +139,8 @@ func (v *View) maybePrune(now time.Time) {
 	if len(v.peers) < 2*max(v.pruneSize, 16) {
 		return
 	}
-	limit := now.Add(-forgetAfter * v.cfg.PresenceTTL)
 	for id, p := range v.peers {
-		if p.seen.Before(limit) && !v.suspectedAt(p, now) {
+		if p.seen.Before(now.Add(-forgetAfter*v.liveFor(p))) && !v.suspectedAt(p, now) {
 			delete(v.peers, id)
 		}
 	}

@@ -36,6 +36,10 @@ Experiments (--experiments, comma-separated, default all):
    overhead    per-hop time from traces of no-op sequences, and the pack size along one
    resources   RSS and CPU of every node, idle and under load (from /proc)
    wfcommons   WfCommons instances converted with --scale, makespan vs the critical path
+   idle        (only by itself) idle CPU and RSS of every node, for each size of --nodes in
+               turn: start a testnet, wait --settle, sample /proc for --idle-window, stop it;
+               before each size waits up to --load-wait for the 1-minute load average to fall
+               below --max-load; prints the load average with every row (idle.csv in --out)
 
 The scaling experiments run twice: with no-op services (engine overhead alone) and with
 services that sleep --service-time. Every point runs --repeat times; medians are reported.
@@ -47,9 +51,14 @@ Examples:
    bedwe bench --nodes 40 --repeat 5 --out docs/bench
    bedwe bench --experiments sequential,overhead --repeat 3 -o json
    bedwe bench --print-services > bench.yaml && bedwe testnet up --dir /tmp/tn --nodes 40 --services bench.yaml
-   bedwe bench --testnet /tmp/tn --experiments wfcommons --scale 0.005`,
+   bedwe bench --testnet /tmp/tn --experiments wfcommons --scale 0.005
+   bedwe bench --nodes 8,16,40,80 --experiments idle --out docs/bench   # idle cost as the mesh grows`,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "nodes", Usage: "testnet size", DefaultText: "40, 4 with --quick"},
+			&cli.StringFlag{Name: "nodes", Usage: "testnet size; for the idle experiment a comma-separated `LIST` of sizes", DefaultText: "40, 4 with --quick"},
+			&cli.DurationFlag{Name: "settle", Usage: "idle: how long each testnet runs before it is sampled", Value: 30 * time.Second},
+			&cli.DurationFlag{Name: "idle-window", Usage: "idle: how long each testnet is sampled", Value: 30 * time.Second},
+			&cli.Float64Flag{Name: "max-load", Usage: "idle: wait for the 1-minute load average to fall below this before each size (0: do not wait)", Value: 2},
+			&cli.DurationFlag{Name: "load-wait", Usage: "idle: wait at most this long for --max-load, then measure anyway", Value: 10 * time.Minute},
 			&cli.IntFlag{Name: "zones", Usage: "load-shedding zones of the testnet", Value: 4},
 			&cli.IntFlag{Name: "repeat", Usage: "runs per point", DefaultText: "5, 1 with --quick"},
 			&cli.StringFlag{Name: "experiments", Usage: "comma-separated `LIST` of experiments, or all", Value: "all"},
@@ -84,6 +93,21 @@ func runBench(c *cli.Context) error {
 	asJSON, err := jsonOutput(c)
 	if err != nil {
 		return err
+	}
+	sizes, err := parseNodeSizes(c.String("nodes"))
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if exps, err := bench.ParseExperiments(c.String("experiments")); err == nil && slices.Contains(exps, bench.ExpIdle) {
+		if len(exps) > 1 || c.String("testnet") != "" {
+			return cli.Exit("the idle experiment runs by itself on testnets it starts: --experiments idle, without --testnet", 1)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return runIdleBench(ctx, c, sizes, asJSON, stdout, stderr)
+	}
+	if len(sizes) > 1 {
+		return cli.Exit("several --nodes sizes are for --experiments idle only", 1)
 	}
 	cfg, exps, err := benchConfig(c)
 	if err != nil {
@@ -217,7 +241,12 @@ func benchTestnet(ctx context.Context, c *cli.Context, progress io.Writer) (*tes
 		}
 		return m, false, nil
 	}
-	nodes := c.Int("nodes")
+	nodes := 0
+	if sizes, err := parseNodeSizes(c.String("nodes")); err != nil {
+		return nil, false, err
+	} else if len(sizes) > 0 {
+		nodes = sizes[0]
+	}
 	if nodes == 0 {
 		nodes = 40
 		if c.Bool("quick") {

@@ -21,7 +21,8 @@ const (
 var Experiments = []string{ExpSequential, ExpParallel, ExpNested, ExpOverhead, ExpResources, ExpWfcommons}
 
 // ParseExperiments splits a comma-separated list ("all" or empty: every
-// experiment) and returns the names in run order.
+// experiment of Experiments) and returns the names in run order. ExpIdle
+// is accepted too (it is not part of "all": it starts testnets of its own).
 func ParseExperiments(list string) ([]string, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
@@ -30,13 +31,13 @@ func ParseExperiments(list string) ([]string, error) {
 	want := map[string]bool{}
 	for _, e := range strings.Split(list, ",") {
 		e = strings.TrimSpace(e)
-		if !slices.Contains(Experiments, e) {
-			return nil, fmt.Errorf("unknown experiment %q (known: %s)", e, strings.Join(Experiments, ", "))
+		if !slices.Contains(Experiments, e) && e != ExpIdle {
+			return nil, fmt.Errorf("unknown experiment %q (known: %s, %s)", e, strings.Join(Experiments, ", "), ExpIdle)
 		}
 		want[e] = true
 	}
 	var out []string
-	for _, e := range Experiments {
+	for _, e := range append(slices.Clone(Experiments), ExpIdle) {
 		if want[e] {
 			out = append(out, e)
 		}

@@ -17,8 +17,10 @@ const userHZ = 100
 
 // ProcSample is one reading of a process from /proc.
 type ProcSample struct {
-	// RSS is VmRSS from /proc/PID/status, in bytes.
-	RSS int64
+	// RSS is VmRSS from /proc/PID/status, in bytes; RSSAnon its
+	// RssAnon part (private memory: heap, stacks), without the pages of
+	// the executable that every node maps and shares.
+	RSS, RSSAnon int64
 	// Threads is the Threads line of /proc/PID/status.
 	Threads int
 	// CPU is utime + stime from /proc/PID/stat.
@@ -49,6 +51,12 @@ func ReadProc(pid int) (ProcSample, error) {
 				return s, fmt.Errorf("process %d: VmRSS %q: %w", pid, val, err)
 			}
 			s.RSS = kb << 10
+		case "RssAnon":
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("process %d: RssAnon %q: %w", pid, val, err)
+			}
+			s.RSSAnon = kb << 10
 		case "Threads":
 			s.Threads, _ = strconv.Atoi(f[0])
 		}
@@ -87,4 +95,34 @@ func parseStatCPU(stat []byte) (time.Duration, error) {
 		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// ReadPSS reads pid's proportional set size (shared pages divided among
+// the processes sharing them) from /proc/PID/smaps_rollup, in bytes.
+func ReadPSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	return parsePSS(b)
+}
+
+func parsePSS(b []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || key != "Pss" {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) == 0 {
+			break
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("smaps_rollup Pss %q: %w", val, err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("no Pss line in smaps_rollup")
 }

@@ -39,3 +39,22 @@ func TestReadProcSelf(t *testing.T) {
 		t.Error("ReadProc(-1): want an error")
 	}
 }
+
+func TestParseLoadAvg(t *testing.T) {
+	if v, err := parseLoadAvg("1.94 0.56 1.00 1/151 8398\n"); err != nil || v != 1.94 {
+		t.Errorf("parseLoadAvg = %v, %v; want 1.94", v, err)
+	}
+	if _, err := parseLoadAvg(""); err == nil {
+		t.Error("empty load average accepted")
+	}
+}
+
+func TestParsePSS(t *testing.T) {
+	in := "55d0-7ffd ---p 00000000 00:00 0 [rollup]\nRss:               35528 kB\nPss:               10240 kB\nPss_Anon:           7720 kB\n"
+	if v, err := parsePSS([]byte(in)); err != nil || v != 10240<<10 {
+		t.Errorf("parsePSS = %v, %v; want %d", v, err, 10240<<10)
+	}
+	if _, err := parsePSS([]byte("Rss: 1 kB\n")); err == nil {
+		t.Error("no Pss line accepted")
+	}
+}

@@ -20,6 +20,8 @@ type ResourceRow struct {
 	// RSSMeanMB is the mean over nodes and samples of VmRSS, RSSMaxMB the
 	// largest single reading, in MiB.
 	RSSMeanMB, RSSMaxMB float64
+	// RSSAnonMeanMB is the mean RssAnon (private memory) in MiB.
+	RSSAnonMeanMB float64
 	// ThreadsMean is the mean OS thread count per node.
 	ThreadsMean float64
 	// CPUTotalPct is the CPU time of all nodes over the window, in percent
@@ -95,7 +97,7 @@ func (r *Runner) sample(ctx context.Context, phase string, window time.Duration,
 	}
 	t0 := time.Now()
 	row := ResourceRow{Phase: phase, Nodes: n}
-	var rssSum, threadSum float64
+	var rssSum, anonSum, threadSum float64
 	samples := 0
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -113,6 +115,7 @@ func (r *Runner) sample(ctx context.Context, phase string, window time.Duration,
 			last = append(last, s)
 			mb := float64(s.RSS) / (1 << 20)
 			rssSum += mb
+			anonSum += float64(s.RSSAnon) / (1 << 20)
 			threadSum += float64(s.Threads)
 			row.RSSMaxMB = max(row.RSSMaxMB, mb)
 			samples++
@@ -135,6 +138,7 @@ func (r *Runner) sample(ctx context.Context, phase string, window time.Duration,
 	}
 	row.Window = elapsed
 	row.RSSMeanMB = rssSum / float64(samples)
+	row.RSSAnonMeanMB = anonSum / float64(samples)
 	row.ThreadsMean = threadSum / float64(samples)
 	for i, s := range last {
 		pct := 100 * float64(s.CPU-cpu0[i]) / float64(elapsed)
