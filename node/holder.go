@@ -410,6 +410,16 @@ func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
 	n.log.Info("resuming held pack", "key", rec.Key, "executed", rec.Executed, "forwarded", rec.Forwarded)
 	rd := n.stepHeldBackground(s, held.Restored{})
 	deadline := time.Now().Add(n.cfg.RestartGrace)
+	if rd.Ask != nil && !rec.Executed {
+		// Journaled before the kill, but perhaps never settled nor
+		// acknowledged: the sender, restarted too, may be handing the
+		// same attempt to another peer. Settling it again as its
+		// successor (a no-op if it was settled) decides which of the two
+		// has it (G8): one taken by another first is dropped here.
+		if o, done := n.resettle(ctx, &rec, deadline); done {
+			rd = n.stepHeldBackground(s, o)
+		}
+	}
 	for rd.Ask != nil {
 		owners := n.askOwners(ctx, &rec, *rd.Ask)
 		owners.GiveUp = !owners.Answered && time.Now().After(deadline)
@@ -429,6 +439,36 @@ func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
 	}
 	if !s.view().Phase().Ended() {
 		n.process(ctx, s)
+	}
+}
+
+// resettle settles again, as its successor, the hand-over of work read
+// back from the journal before its step ran, trying until deadline while
+// its peers do not answer. It returns the verdict to step when one
+// decides (taken by another successor: released; a guardian re-routed:
+// superseded), done false otherwise (settled, or unanswered: H5 asks on).
+func (n *Node) resettle(ctx context.Context, rec *held.Record, deadline time.Time) (held.Owners, bool) {
+	items := rec.Pack.Settle
+	if len(items) == 0 {
+		return held.Owners{}, false
+	}
+	for {
+		err := n.settle(ctx, rec.Attempt(), items, n.host.ID().String())
+		var taken takenError
+		switch {
+		case errors.As(err, &taken):
+			n.log.Warn("resuming held pack: another peer took it first", "key", rec.Key, "taken_by", rpc.ShortIDString(taken.By))
+			return held.Owners{Released: true}, true
+		case errors.Is(err, errSuperseded):
+			return held.Owners{Superseded: true}, true
+		case !errors.Is(err, errUnsettled) || time.Now().After(deadline):
+			return held.Owners{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return held.Owners{}, false
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 

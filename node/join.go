@@ -418,12 +418,42 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 		}
 	default:
 		p.Workflow = rest
-		_ = n.dispatch(ctx, p)
+		err := n.dispatch(ctx, p)
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errSuperseded) {
+			// A newer actor took over (J7) while this copy could not
+			// reach the others: branch ends recorded only here would be
+			// lost with this continuation. The other copies get them
+			// again; the acting one records those it lacks.
+			n.pushResults(ctx, c)
+		}
 	}
 	n.stepJoin(c, join.ForwardDone{})
+}
+
+// pushResults sends every branch end this copy recorded to every other
+// copy, all at once within replicateTimeout (an acting copy records an
+// update it lacks as a branch end, J2).
+func (n *Node) pushResults(ctx context.Context, c *joinCopy) {
+	m := c.cur.Load()
+	rec := m.Record()
+	var wg sync.WaitGroup
+	for _, to := range m.OtherCopies(n.self().ID) {
+		for b, r := range rec.Results {
+			d := toDelivery(rec.WorkflowID, rec.ID, join.Deliver{Branch: b, Attempt: r.Attempt, OK: r.OK, Error: r.Error, Outputs: r.Outputs, Trace: r.Trace})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if rep := n.guardCall(ctx, to, api.JoinUpdate{Key: rec.ID, Delivery: d}, replicateTimeout); !rep.OK {
+					n.log.Info("join copy did not take a branch end pushed after a takeover", "join", rec.ID, "copy", rpc.ShortIDString(to.ID), "branch", b, "err", rep.Error)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	n.log.Info("a newer actor took this join over: pushed its branch ends to the other copies", "join", rec.ID, "results", len(rec.Results))
 }
 
 // replicateJoin stores copies of a new join at up to JoinReplicas peers,
