@@ -212,18 +212,7 @@ func TestSecondSuccessorRefused(t *testing.T) {
 	gref := pack.Peer{ID: gf.PeerID, Addrs: gf.Addrs}
 	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleGuard, Key: key, Peers: []pack.Peer{gref}})
 
-	ha, a := rawHost(t, af)
-	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
-		t.Fatalf("hand-off to A: %v %+v, want OK", err, ack)
-	}
-	hb, b := rawHost(t, bf)
-	ack, err := handoff(t, hb, b, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != af.PeerID {
-		t.Fatalf("hand-off of the same attempt to B: %+v, want refused with code %s naming A (%s)", ack, api.CodeTaken, af.PeerID)
-	}
+	handToAThenB(t, af, bf, payload)
 	waitHandedOn(t, cfgA.EventsFile, "0")
 	if runs := countRuns(t, recFile, "S1"); runs != 1 {
 		t.Fatalf("S1 ran %d times, want 1", runs)
@@ -252,18 +241,7 @@ func TestSecondContinuationReceiverRefused(t *testing.T) {
 	actor, cref := joinReplicaAt(t, cf, "j-test")
 	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleJoinForwarded, Key: "j-test", Peers: []pack.Peer{cref}, Epoch: 0, Actor: actor.ID})
 
-	ha, a := rawHost(t, af)
-	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
-		t.Fatalf("continuation to A: %v %+v, want OK", err, ack)
-	}
-	hb, b := rawHost(t, bf)
-	ack, err := handoff(t, hb, b, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != af.PeerID {
-		t.Fatalf("the same continuation to B: %+v, want refused with code %s naming A (%s)", ack, api.CodeTaken, af.PeerID)
-	}
+	ha, a := handToAThenB(t, af, bf, payload)
 	// A asked again (the actor's hand-off to the first receiver, J8)
 	// answers as it did: it holds the step, which runs there once.
 	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
@@ -426,4 +404,24 @@ func TestRefusedReceiverGivesWay(t *testing.T) {
 	if runs := countRuns(t, recFile, "S1"); runs != 0 {
 		t.Fatalf("S1 ran %d times at A, want 0", runs)
 	}
+}
+
+// handToAThenB hands payload to node A (which must take it) and then the
+// same attempt to node B, which must refuse it with the taken code naming
+// A (G8, J8); it returns the host that reached A.
+func handToAThenB(t *testing.T, af, bf api.NodeFile, payload []byte) (host.Host, peer.ID) {
+	t.Helper()
+	ha, a := rawHost(t, af)
+	if ack, err := handoff(t, ha, a, payload); err != nil || !ack.OK {
+		t.Fatalf("hand-off to A: %v %+v, want OK", err, ack)
+	}
+	hb, b := rawHost(t, bf)
+	ack, err := handoff(t, hb, b, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != af.PeerID {
+		t.Fatalf("the same attempt to B: %+v, want refused with code %s naming A (%s)", ack, api.CodeTaken, af.PeerID)
+	}
+	return ha, a
 }
