@@ -9,7 +9,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
@@ -277,16 +276,15 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	}
 	start := time.Now()
 	reason, detail := "ping timeout", ""
-	select {
-	case res := <-ping.Ping(ctx, n.host, id):
-		if res.Error == nil {
-			n.log.Info("late beats but the holder answers a ping", "peer", rpc.ShortID(id), "rtt", res.RTT.Round(time.Millisecond))
-			n.ev.Emit(events.Event{Type: events.Spared, Peer: key})
-			n.spawn(func(ctx context.Context) { n.afterSpared(ctx, id) })
-			return true
-		}
-		reason, detail = "ping failed", res.Error.Error()
-	case <-ctx.Done():
+	rtt, err := rpc.Ping(ctx, n.host, id)
+	switch {
+	case err == nil:
+		n.log.Info("late beats but the holder answers a ping", "peer", rpc.ShortID(id), "rtt", rtt.Round(time.Millisecond))
+		n.ev.Emit(events.Event{Type: events.Spared, Peer: key})
+		n.spawn(func(ctx context.Context) { n.afterSpared(ctx, id) })
+		return true
+	case ctx.Err() == nil:
+		reason, detail = "ping failed", err.Error()
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	if n.dropStaleWatch(key) {

@@ -2,18 +2,23 @@ package node_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -195,5 +200,80 @@ func recvGuard(t *testing.T, ch <-chan api.HeldAddWatcher) api.HeldAddWatcher {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the holder was never asked anything")
 		panic("unreachable")
+	}
+}
+
+// A guardian about to re-route asks the silent holder once more, even in
+// the first round and however the other guardians answered, and on a
+// fresh connection when the one that made it silent stays mute (after a
+// cut heals, the old connection can stay mute for seconds while a new dial
+// gets through at once). A holder that answers
+// is reconciled with (here it says it moved on: the copy is dropped),
+// never re-routed — after a cut healed, that re-route ran a step again
+// whose successor had run it (issue 12: isolate-join-holder, an
+// at-most-once step run twice). Fails without the last holder check, and
+// without the fresh connection.
+func TestGuardianAsksSilentHolderBeforeRerouting(t *testing.T) {
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true, Released: true})
+	// Pings on the connections open now go unanswered, as through a cut;
+	// a new connection's are echoed.
+	mute := map[string]bool{}
+	for _, c := range f.h.Network().ConnsToPeer(f.node) {
+		mute[c.ID()] = true
+	}
+	var muted atomic.Int32
+	f.h.SetStreamHandler(ping.ID, func(s network.Stream) {
+		defer s.Close()
+		if mute[s.Conn().ID()] {
+			muted.Add(1)
+			_, _ = io.Copy(io.Discard, s)
+			return
+		}
+		_, _ = io.Copy(s, s)
+	})
+	const key = "wf-test|1"
+	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	lines.waitFor(t, `msg="peer suspected"`, "guarded=1")
+	lines.waitFor(t, "not re-routing: the silent holder answers again", "key="+key)
+	lines.waitFor(t, "dropped guard copies of work the holder had moved on from", "dropped=1")
+	if line, _ := lines.find("msg=re-routing"); line != "" {
+		t.Errorf("a holder that answers on a fresh connection was re-routed: %s", line)
+	}
+	if muted.Load() == 0 {
+		t.Errorf("no ping reached the mute connection: the test did not exercise a mute connection")
+	}
+	if st := f.guard(t, api.GuardStatus{Key: key}); !st.Known || !st.Released {
+		t.Errorf("status after the holder moved on = %+v, want released", st)
+	}
+}
+
+// A guardian that re-routed a step past an attempt refuses that attempt
+// when it is handed the step itself (node/guard G9): after a cut healed,
+// the late hand-off of the old attempt reached the very guardian that had
+// re-routed it, which ran the step a second time.
+func TestGuardianRefusesAttemptItRerouted(t *testing.T) {
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	key := journal.StepKey("wf-test", "0")
+	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	// The holder "loses power": the guardian re-routes attempt 1.
+	if err := f.h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines.waitFor(t, "msg=re-routing", "key="+key, "attempt=1")
+	h, id := rawHost(t, nf)
+	ack, err := handoff(t, h, id, packFor(t, "S1 S2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeSuperseded {
+		t.Fatalf("attempt 0 handed to the guardian that re-routed it: ack %+v, want %s", ack, api.CodeSuperseded)
 	}
 }

@@ -82,6 +82,12 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.log.Info("a step this peer ran and handed on was handed here again; answered as taken", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
 		return api.Ack{OK: true}
 	}
+	if n.guards.view(guardKey(p)).Supersedes(p.Attempt) {
+		// This peer guards the step and re-routed it past this attempt
+		// (node/guard G9).
+		n.log.Info("a step this peer re-routed was handed here at the old attempt; refused", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
+		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: peer %s re-routed this step past attempt %d; this chain stops here", p.WorkflowID, rpc.ShortID(n.host.ID()), p.Attempt))
+	}
 	// Admission (capacity.go): a full node refuses before anything is
 	// journaled; a place taken here is given back unless the step is taken.
 	giveBack, busy := n.admitStep(p)
@@ -130,6 +136,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		settled = held.Settled{Result: held.SettleUnsettled, Err: err.Error()}
 	} else if err != nil {
 		settled = held.Settled{Result: held.SettleInterrupted, Err: err.Error()}
+	} else if n.guards.view(rec.GuardKey).Supersedes(p.Attempt) {
+		// Re-routed here while this hand-off settled (node/guard G9).
+		n.log.Info("a step this peer re-routed while taking it at the old attempt; refused", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
+		settled.Result = held.SettleSuperseded
 	}
 	rd, err := n.stepHeld(s, settled)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
@@ -578,13 +578,8 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
 			return false // moved on, or re-routed, meanwhile
 		}
-		if round > 0 {
-			if id, err := peer.Decode(o.Holder.ID); err == nil && n.pingable(ctx, id) {
-				n.log.Info("not re-routing: the silent holder answers again", "key", key, "peer", rpc.ShortID(id))
-				n.reconcileHolder(ctx, id)
-				n.watchHolder(id)
-				return false
-			}
+		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
+			return false
 		}
 		var ended, originReached, movedOn, peersReached bool
 		var asked int
@@ -605,15 +600,22 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
 			return false
 		}
+		goAhead := peersReached
 		switch {
-		case peersReached:
-			return true
+		case goAhead:
 		case !originReached && n.cutOff(ctx, o.Holder.ID):
 			n.log.Warn("not re-routing yet: no other peer answers; this peer may be cut off", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		case asked == 0 || time.Since(began) >= coGuardianWait:
-			return true
+			goAhead = true
 		default:
 			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+		}
+		if goAhead {
+			// The last word is the holder's: the answers above may come
+			// from a heal that reached the holder too, after it moved on
+			// with guardians this one never heard from (issue 12: an
+			// at-most-once step run again after a cut healed).
+			return !n.holderBack(ctx, key, o.Holder.ID)
 		}
 		select {
 		case <-ctx.Done():
@@ -622,6 +624,38 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		}
 		wait = min(wait*2, 4*time.Second)
 	}
+}
+
+// holderBack reports whether the silent holder of key answers a ping now;
+// when it does, the copies it is guarded for are reconciled with it (one
+// it moved on from is dropped) and it is watched again. A holder that does
+// not answer on its connection is pinged once more on a fresh one: a
+// connection a cut left behind can stay mute for seconds after the heal
+// (TCP's retransmission backoff, libp2p's dial backoff) while a new dial
+// gets through at once.
+func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
+	id, err := peer.Decode(holder)
+	if err != nil || id == n.host.ID() {
+		return false
+	}
+	ok := n.pingable(ctx, id)
+	if !ok && ctx.Err() == nil {
+		nw := n.host.Network()
+		if nw.Connectedness(id) == network.Connected {
+			_ = nw.ClosePeer(id)
+		}
+		if sw, isSwarm := nw.(*swarm.Swarm); isSwarm {
+			sw.Backoff().Clear(id)
+		}
+		ok = n.pingable(ctx, id)
+	}
+	if !ok {
+		return false
+	}
+	n.log.Info("not re-routing: the silent holder answers again", "key", key, "peer", rpc.ShortID(id))
+	n.reconcileHolder(ctx, id)
+	n.watchHolder(id)
+	return true
 }
 
 // askCoGuardians asks the other guardians named in c (its backups, or
@@ -712,8 +746,8 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 func (n *Node) pingable(ctx context.Context, id peer.ID) bool {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	res := <-ping.Ping(pctx, n.host, id)
-	return res.Error == nil
+	_, err := rpc.Ping(pctx, n.host, id)
+	return err == nil
 }
 
 // anyPingable reports whether any of peers (this one aside) answers a

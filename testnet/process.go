@@ -45,7 +45,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		"--mdns=false",
 		"--profile", m.profile(),
 		"--announce", m.Announce,
-		"--log-level", "info",
+		"--log-level", nodeLogLevel(),
 		"--events", nd.Events(),
 		"--http", nd.httpAddr(),
 	}
@@ -63,6 +63,15 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 		args = append(args, "--bootstrap", b)
 	}
 	return args
+}
+
+// nodeLogLevel is the --log-level of testnet nodes: info, or
+// BEDWE_TESTNET_LOG_LEVEL when set (debug to trace a failing chaos run).
+func nodeLogLevel() string {
+	if l := os.Getenv("BEDWE_TESTNET_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
 }
 
 // start launches node nd as a detached process (its own session, so it

@@ -62,7 +62,10 @@ With --netns (root only) every node runs in a network namespace of its own
 own address in --subnet; one veth (bedwe-ID) links the root namespace into the bridge
 with the subnet's last address, so client verbs (--testnet DIR) reach the nodes as
 usual. 'bedwe testnet down' removes the namespaces and that link, also when the node
-processes are already dead.`,
+processes are already dead.
+
+Nodes log at info level into DIR/node-I/node.log; set BEDWE_TESTNET_LOG_LEVEL=debug in
+the environment of 'up' (and of chaos and bench, which restart nodes) to trace a run.`,
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "nodes", Usage: "number of node processes", Value: 8},
 					&cli.IntFlag{Name: "zones", Usage: "number of load-shedding zones (round-robin)", Value: 2},

@@ -21,7 +21,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -71,9 +70,9 @@ func DialWith(ctx context.Context, opts Options, addrs ...string) (*Client, erro
 	}
 	// A node with membership closes an unlisted client's connection just
 	// after the dialer's side of the handshake ended: one round trip tells.
-	if res := <-ping.Ping(cctx, h, info.ID); res.Error != nil {
+	if _, err := rpc.Ping(cctx, h, info.ID); err != nil {
 		h.Close()
-		return nil, connectError(info.ID, h.ID(), opts, true, res.Error)
+		return nil, connectError(info.ID, h.ID(), opts, true, err)
 	}
 	return &Client{host: h, target: *info, timeout: 30 * time.Second, opts: opts}, nil
 }
@@ -293,9 +292,9 @@ func statusFromAny(ctx context.Context, opts Options, addrs []string, id string)
 func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res := <-ping.Ping(ctx, c.host, c.target.ID)
-	if res.Error != nil {
-		return 0, fmt.Errorf("ping %s: %w", c.target.ID, res.Error)
+	rtt, err := rpc.Ping(ctx, c.host, c.target.ID)
+	if err != nil {
+		return 0, fmt.Errorf("ping %s: %w", c.target.ID, err)
 	}
-	return res.RTT, nil
+	return rtt, nil
 }

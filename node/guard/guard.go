@@ -69,6 +69,13 @@
 //     as the primary would. A successor that reaches only a backup (the
 //     primary cut off from it by a partition) still stops the superseded
 //     chain (issue 12, finding F1).
+//   - G9 (a guardian past an attempt refuses it): a peer that is itself
+//     a guardian of a step, and re-routed it past an attempt (or is
+//     re-routing it), refuses that attempt when it is handed the step
+//     ([Guard.Supersedes]), before it journals it and again after it
+//     settled: the re-route and the late hand-off of the old attempt
+//     would otherwise run the step twice (issue 12, a guardian handed the
+//     branch start it had just re-routed when a cut healed).
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -399,6 +406,20 @@ func (GiveUp) isEvent()        {}
 func (Aborted) isEvent()       {}
 func (BackupAdded) isEvent()   {}
 func (Prune) isEvent()         {}
+
+// Supersedes reports whether this guardian knows the step moved past
+// attempt by a re-route: it guards a newer attempt, is re-routing attempt
+// now, or its tombstone is of a newer attempt or of attempt re-routed. A
+// peer handed attempt of the step refuses it then (G9).
+func (g *Guard) Supersedes(attempt int) bool {
+	switch {
+	case g.copy != nil:
+		return g.copy.Attempt > attempt || (g.rerouting && g.copy.Attempt == attempt)
+	case g.mark != nil:
+		return g.mark.Attempt > attempt || (g.mark.Rerouted && g.mark.Attempt == attempt)
+	}
+	return false
+}
 
 // Status answers a co-guardian's question about the key.
 func (g *Guard) Status() Reply {

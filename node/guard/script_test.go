@@ -73,6 +73,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		return []string{"reply: " + reply(g.Status()), state(g)}
 	case "owner":
 		return []string{"reply: " + reply(g.Owner(a["from"], script.Int(t, a, "attempt", 0))), state(g)}
+	case "supersedes":
+		return []string{fmt.Sprintf("supersedes: %v", g.Supersedes(script.Int(t, a, "attempt", 0))), state(g)}
 	case "restart":
 		*gp = Restore(g.Key(), g.Copy(), g.Mark())
 		return []string{state(*gp)}
