@@ -277,3 +277,35 @@ func TestGuardianRefusesAttemptItRerouted(t *testing.T) {
 		t.Fatalf("attempt 0 handed to the guardian that re-routed it: ack %+v, want %s", ack, api.CodeSuperseded)
 	}
 }
+
+// A peer that guards a step at attempt 0 and is handed attempt 1 of it (a
+// guardian re-routed the step to it) answers a later release of attempt 0
+// Superseded, as the primary that re-routed would: a holder of attempt 0
+// cut off during the re-route, whose settle reached only this peer, would
+// otherwise start a second chain (node/guard G9; issue 12).
+func TestNewerAttemptSupersedesGuardCopy(t *testing.T) {
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	key := journal.StepKey("wf-test", "0")
+	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	p, err := pack.Decode(packFor(t, "S1 S2"), pack.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Attempt = 1
+	raw, err := pack.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, id := rawHost(t, nf)
+	if ack, err := handoff(t, h, id, raw); err != nil || !ack.OK {
+		t.Fatalf("attempt 1 refused: %+v %v", ack, err)
+	}
+	rep := f.guard(t, api.GuardRelease{Key: key, Attempt: 0, By: "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD"})
+	if !rep.Superseded {
+		t.Fatalf("release of attempt 0 after attempt 1 was handed here: %+v, want superseded", rep)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
@@ -88,6 +89,9 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.log.Info("a step this peer re-routed was handed here at the old attempt; refused", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: peer %s re-routed this step past attempt %d; this chain stops here", p.WorkflowID, rpc.ShortID(n.host.ID()), p.Attempt))
 	}
+	// Handed a newer attempt of a step this peer guards at an older one:
+	// that attempt was re-routed, whoever told whom (node/guard G9).
+	n.noteNewerAttempt(guardKey(p), p.Attempt)
 	// Admission (capacity.go): a full node refuses before anything is
 	// journaled; a place taken here is given back unless the step is taken.
 	giveBack, busy := n.admitStep(p)
@@ -173,6 +177,23 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.process(ctx, s)
 	})
 	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
+}
+
+// noteNewerAttempt marks the guard copy of key re-routed when it is of an
+// attempt older than attempt: a guardian re-routed the step, and this peer
+// may be the new attempt's receiver without being told as a guardian (a
+// re-route's target is not sent the old attempt's "re-routed" release).
+// From then on its copy answers a release of the old attempt Superseded,
+// as the primary would: a holder of the old attempt cut off during the
+// re-route whose settle reached only this peer would otherwise hand on a
+// second chain (issue 12, isolate-join-holder).
+func (n *Node) noteNewerAttempt(key string, attempt int) {
+	c := n.guards.view(key).Copy()
+	if c == nil || c.Attempt >= attempt {
+		return
+	}
+	n.log.Info("handed a newer attempt of a step guarded here; the old one was re-routed", "key", key, "old", c.Attempt, "attempt", attempt)
+	n.stepGuardLogged(key, guard.Release{Attempt: c.Attempt, Rerouted: true, At: time.Now().UTC()})
 }
 
 // acceptedBefore answers a hand-off of work this peer already holds or is

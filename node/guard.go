@@ -415,27 +415,41 @@ func (n *Node) onSuspect(s heartbeat.Suspicion) {
 // not while this peer is itself cut off from the mesh (Lifeguard's
 // self-awareness: a replica on a flapping link saw a live actor as silent
 // and forwarded a second continuation), and not when the actor answers a
-// ping now.
+// ping now (answersFresh). An actor that does not answer is taken over
+// only if the mesh still answers this peer after that: a cut that began
+// between the two checks (a flapping link) made a cut-off copy take over
+// a live actor and the workflow stalled.
 func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
-	waited := false
-	for n.cutOff(ctx, actor) {
-		if !waited {
-			n.log.Warn("not taking over joins yet: this peer seems cut off", "actor", rpc.ShortIDString(actor))
-		}
-		waited = true
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(time.Second):
-		}
-	}
-	// The suspicion may date from a cut this peer has just come out of
-	// (a flapping link): an actor that answers now is not taken over.
-	if id, err := peer.Decode(actor); err == nil && n.pingable(ctx, id) {
-		n.log.Info("not taking over joins: the actor answers again", "actor", rpc.ShortIDString(actor))
+	id, err := peer.Decode(actor)
+	if err != nil {
 		return false
 	}
-	return ctx.Err() == nil
+	waited := false
+	for {
+		for n.cutOff(ctx, actor) {
+			if !waited {
+				n.log.Warn("not taking over joins yet: this peer seems cut off", "actor", rpc.ShortIDString(actor))
+			}
+			waited = true
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(time.Second):
+			}
+		}
+		// The suspicion may date from a cut this peer has just come out
+		// of (a flapping link): an actor that answers now is not taken
+		// over.
+		if n.answersFresh(ctx, id) {
+			n.log.Info("not taking over joins: the actor answers again", "actor", rpc.ShortIDString(actor))
+			return false
+		}
+		// A cut that began after the check above makes a live actor look
+		// gone: take over only while the mesh still answers this peer.
+		if ctx.Err() != nil || !n.cutOff(ctx, actor) {
+			return ctx.Err() == nil
+		}
+	}
 }
 
 // recentlyCutOff reports whether cutOff found this peer cut off within d.
@@ -568,8 +582,11 @@ const coGuardianWait = 5 * time.Second
 // coGuardianWait on fresh connections (the co-guardians were killed with
 // the holder). While no other peer answers a ping at all this peer is the
 // one cut off (Lifeguard's self-awareness): it waits however long that
-// lasts. From the second round on, a silent holder that answers a ping
-// again is not re-routed: the copies are reconciled with it instead.
+// lasts. From the second round on, and always right before it goes ahead,
+// a silent holder that answers a ping again (on a fresh connection if
+// need be) is not re-routed: the copies are reconciled with it instead;
+// and one that does not answer is re-routed only if the mesh still answers
+// this peer then.
 func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
 	wait := 500 * time.Millisecond
 	began := time.Now()
@@ -615,7 +632,15 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			// from a heal that reached the holder too, after it moved on
 			// with guardians this one never heard from (issue 12: an
 			// at-most-once step run again after a cut healed).
-			return !n.holderBack(ctx, key, o.Holder.ID)
+			if n.holderBack(ctx, key, o.Holder.ID) {
+				return false
+			}
+			// A cut that began since the answers above makes a live
+			// holder look gone (a flapping link).
+			if !n.cutOff(ctx, o.Holder.ID) {
+				return ctx.Err() == nil
+			}
+			n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
 		select {
 		case <-ctx.Done():
@@ -626,36 +651,41 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 	}
 }
 
-// holderBack reports whether the silent holder of key answers a ping now;
-// when it does, the copies it is guarded for are reconciled with it (one
-// it moved on from is dropped) and it is watched again. A holder that does
-// not answer on its connection is pinged once more on a fresh one: a
-// connection a cut left behind can stay mute for seconds after the heal
-// (TCP's retransmission backoff, libp2p's dial backoff) while a new dial
-// gets through at once.
+// holderBack reports whether the silent holder of key answers a ping now
+// (answersFresh); when it does, the copies it is guarded for are
+// reconciled with it (one it moved on from is dropped) and it is watched
+// again.
 func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
 	id, err := peer.Decode(holder)
-	if err != nil || id == n.host.ID() {
-		return false
-	}
-	ok := n.pingable(ctx, id)
-	if !ok && ctx.Err() == nil {
-		nw := n.host.Network()
-		if nw.Connectedness(id) == network.Connected {
-			_ = nw.ClosePeer(id)
-		}
-		if sw, isSwarm := nw.(*swarm.Swarm); isSwarm {
-			sw.Backoff().Clear(id)
-		}
-		ok = n.pingable(ctx, id)
-	}
-	if !ok {
+	if err != nil || id == n.host.ID() || !n.answersFresh(ctx, id) {
 		return false
 	}
 	n.log.Info("not re-routing: the silent holder answers again", "key", key, "peer", rpc.ShortID(id))
 	n.reconcileHolder(ctx, id)
 	n.watchHolder(id)
 	return true
+}
+
+// answersFresh reports whether id answers a ping, asking once more on a
+// fresh connection when the one it has does not answer: a connection a
+// cut left behind can stay mute for seconds after the heal (TCP's
+// retransmission backoff, libp2p's dial backoff) while a new dial gets
+// through at once.
+func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
+	if n.pingable(ctx, id) {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	nw := n.host.Network()
+	if nw.Connectedness(id) == network.Connected {
+		_ = nw.ClosePeer(id)
+	}
+	if sw, ok := nw.(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
+	return n.pingable(ctx, id)
 }
 
 // askCoGuardians asks the other guardians named in c (its backups, or

@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
@@ -308,17 +309,25 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 // freshConn drops the connections to a peer that did not answer a
 // settle call in time and does not answer a ping either, so that the
 // next call dials anew instead of waiting on a connection a partition
-// left dead (no reset comes through a cut).
+// left dead (no reset comes through a cut), and clears libp2p's dial
+// backoff for it: dials that failed during the cut would otherwise fail
+// the next call at once, and the peer that knows best (the primary that
+// re-routed the step) would get no say.
 func (n *Node) freshConn(ctx context.Context, to pack.Peer) {
 	id, err := peer.Decode(to.ID)
-	if err != nil || id == n.host.ID() || n.host.Network().Connectedness(id) != network.Connected {
+	if err != nil || id == n.host.ID() {
 		return
 	}
-	if n.pingable(ctx, id) {
-		return // alive and reachable, only slow
+	if n.host.Network().Connectedness(id) == network.Connected {
+		if n.pingable(ctx, id) {
+			return // alive and reachable, only slow
+		}
+		n.log.Info("dropping a connection that does not answer", "peer", rpc.ShortID(id))
+		_ = n.host.Network().ClosePeer(id)
 	}
-	n.log.Info("dropping a connection that does not answer", "peer", rpc.ShortID(id))
-	_ = n.host.Network().ClosePeer(id)
+	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
 }
 
 // settleUntil settles items, trying again while they are unsettled; after

@@ -218,6 +218,8 @@ type submitted struct {
 	id      string
 	origins []string
 	final   *api.Status
+	// unanswered says why no origin answered the last status round.
+	unanswered []string
 }
 
 // Chaos runs workflows on the testnet while killing nodes as the scenario
@@ -307,7 +309,11 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 		switch {
 		case run.final == nil || run.final.State == api.StateRunning:
 			sum.Lost++
-			sum.Errors = append(sum.Errors, run.id+": lost: "+lostDetail(run.final, opts.Timeout))
+			detail := lostDetail(run.final, opts.Timeout)
+			if run.final == nil && len(run.unanswered) > 0 {
+				detail += " (" + strings.Join(run.unanswered, "; ") + ")"
+			}
+			sum.Errors = append(sum.Errors, run.id+": lost: "+detail)
 		case run.final.State == api.StateSucceeded:
 			sum.Completed++
 			if run.final.Finished.After(last) {
@@ -1059,9 +1065,11 @@ func (m *Manifest) await(ctx context.Context, r *submitted, deadline time.Time) 
 	for {
 		// Any origin that knows the end is right: the completion may have
 		// reached a replica while the origin was down.
+		r.unanswered = r.unanswered[:0]
 		for _, addr := range r.origins {
 			st, err := m.statusAt(ctx, addr, r.id)
 			if err != nil {
+				r.unanswered = append(r.unanswered, err.Error())
 				continue
 			}
 			last = &st

@@ -75,7 +75,12 @@
 //     ([Guard.Supersedes]), before it journals it and again after it
 //     settled: the re-route and the late hand-off of the old attempt
 //     would otherwise run the step twice (issue 12, a guardian handed the
-//     branch start it had just re-routed when a cut healed).
+//     branch start it had just re-routed when a cut healed). And a peer
+//     handed a newer attempt of a step it guards at an older one steps
+//     its copy with a Release of the old attempt marked Rerouted: a
+//     re-route's target is not told as a guardian, and its copy would
+//     otherwise release the old attempt to a holder cut off during the
+//     re-route, which then started a second chain.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
