@@ -62,11 +62,16 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
+	if os.Getenv("BEDWE_TESTNET_PPROF") != "" {
+		args = append(args, "--pprof") // Go's profiler on each node's --http
+	}
 	return args
 }
 
 // nodeLogLevel is the --log-level of testnet nodes: info, or
 // BEDWE_TESTNET_LOG_LEVEL when set (debug to trace a failing chaos run).
+// Likewise BEDWE_TESTNET_PPROF (any value) serves Go's profiler on every
+// node's --http listener.
 func nodeLogLevel() string {
 	if l := os.Getenv("BEDWE_TESTNET_LOG_LEVEL"); l != "" {
 		return l

@@ -65,7 +65,8 @@ usual. 'bedwe testnet down' removes the namespaces and that link, also when the 
 processes are already dead.
 
 Nodes log at info level into DIR/node-I/node.log; set BEDWE_TESTNET_LOG_LEVEL=debug in
-the environment of 'up' (and of chaos and bench, which restart nodes) to trace a run.`,
+the environment of 'up' (and of chaos and bench, which restart nodes) to trace a run, and
+BEDWE_TESTNET_PPROF=1 to serve Go's profiler at /debug/pprof/ on each node's --http.`,
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "nodes", Usage: "number of node processes", Value: 8},
 					&cli.IntFlag{Name: "zones", Usage: "number of load-shedding zones (round-robin)", Value: 2},
