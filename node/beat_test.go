@@ -256,13 +256,7 @@ func TestGuardianAsksSilentHolderBeforeRerouting(t *testing.T) {
 // the late hand-off of the old attempt reached the very guardian that had
 // re-routed it, which ran the step a second time.
 func TestGuardianRefusesAttemptItRerouted(t *testing.T) {
-	lines := newLogLines()
-	nf := startGuardian(t, lines)
-	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
-	key := journal.StepKey("wf-test", "0")
-	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
-		t.Fatalf("store refused: %+v", rep)
-	}
+	lines, nf, f, key := guardedAtAttempt0(t)
 	// The holder "loses power": the guardian re-routes attempt 1.
 	if err := f.h.Close(); err != nil {
 		t.Fatal(err)
@@ -284,13 +278,7 @@ func TestGuardianRefusesAttemptItRerouted(t *testing.T) {
 // cut off during the re-route, whose settle reached only this peer, would
 // otherwise start a second chain (node/guard G9; issue 12).
 func TestNewerAttemptSupersedesGuardCopy(t *testing.T) {
-	lines := newLogLines()
-	nf := startGuardian(t, lines)
-	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
-	key := journal.StepKey("wf-test", "0")
-	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
-		t.Fatalf("store refused: %+v", rep)
-	}
+	_, nf, f, key := guardedAtAttempt0(t)
 	p, err := pack.Decode(packFor(t, "S1 S2"), pack.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
@@ -308,4 +296,18 @@ func TestNewerAttemptSupersedesGuardCopy(t *testing.T) {
 	if !rep.Superseded {
 		t.Fatalf("release of attempt 0 after attempt 1 was handed here: %+v, want superseded", rep)
 	}
+}
+
+// guardedAtAttempt0 starts a guardian that guards step 0 of "S1 S2" at
+// attempt 0 for a fake holder, and returns its log, node, holder and key.
+func guardedAtAttempt0(t *testing.T) (*logLines, api.NodeFile, *fakeHolder, string) {
+	t.Helper()
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	key := journal.StepKey("wf-test", "0")
+	if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 0, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	return lines, nf, f, key
 }
