@@ -582,11 +582,11 @@ const coGuardianWait = 5 * time.Second
 // coGuardianWait on fresh connections (the co-guardians were killed with
 // the holder). While no other peer answers a ping at all this peer is the
 // one cut off (Lifeguard's self-awareness): it waits however long that
-// lasts. From the second round on, and always right before it goes ahead,
-// a silent holder that answers a ping again (on a fresh connection if
-// need be) is not re-routed: the copies are reconciled with it instead;
-// and one that does not answer is re-routed only if the mesh still answers
-// this peer then.
+// lasts. Every round first asks the silent holder: one that answers a
+// ping again (on a fresh connection if need be) is not re-routed, the
+// copies are reconciled with it instead. A holder cut off from this peer
+// by a cut that began just before leaves the co-guardians unanswering
+// too, so a flapping link does not make it look gone.
 func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
 	wait := 500 * time.Millisecond
 	began := time.Now()
@@ -595,7 +595,13 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
 			return false // moved on, or re-routed, meanwhile
 		}
-		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
+		// The holder first, every round: the answers below may come from
+		// a heal that reached the holder too, after it moved on with
+		// guardians this one never heard from (issue 12: an at-most-once
+		// step run again after a cut healed). Asked after them, the
+		// answers would be stale by the time of the re-route (a workflow
+		// that ended meanwhile was re-routed).
+		if n.holderBack(ctx, key, o.Holder.ID) {
 			return false
 		}
 		var ended, originReached, movedOn, peersReached bool
@@ -628,19 +634,7 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
 		if goAhead {
-			// The last word is the holder's: the answers above may come
-			// from a heal that reached the holder too, after it moved on
-			// with guardians this one never heard from (issue 12: an
-			// at-most-once step run again after a cut healed).
-			if n.holderBack(ctx, key, o.Holder.ID) {
-				return false
-			}
-			// A cut that began since the answers above makes a live
-			// holder look gone (a flapping link).
-			if !n.cutOff(ctx, o.Holder.ID) {
-				return ctx.Err() == nil
-			}
-			n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+			return true
 		}
 		select {
 		case <-ctx.Done():
@@ -685,8 +679,16 @@ func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
 	if sw, ok := nw.(*swarm.Swarm); ok {
 		sw.Backoff().Clear(id)
 	}
-	return n.pingable(ctx, id)
+	// A dial and its handshakes besides the round trip: more time.
+	pctx, cancel := context.WithTimeout(ctx, freshPingTimeout)
+	defer cancel()
+	_, err := rpc.Ping(pctx, n.host, id)
+	return err == nil
 }
+
+// freshPingTimeout bounds answersFresh's ping on a new connection (dial,
+// security and muxer handshakes, then the round trip) on a loaded board.
+const freshPingTimeout = 3 * time.Second
 
 // askCoGuardians asks the other guardians named in c (its backups, or
 // the primary of a backup copy) what they know of key: movedOn when one
