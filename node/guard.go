@@ -582,11 +582,12 @@ const coGuardianWait = 5 * time.Second
 // coGuardianWait on fresh connections (the co-guardians were killed with
 // the holder). While no other peer answers a ping at all this peer is the
 // one cut off (Lifeguard's self-awareness): it waits however long that
-// lasts. Every round first asks the silent holder: one that answers a
-// ping again (on a fresh connection if need be) is not re-routed, the
-// copies are reconciled with it instead. A holder cut off from this peer
-// by a cut that began just before leaves the co-guardians unanswering
-// too, so a flapping link does not make it look gone.
+// lasts. From the second round on, and always right before it goes ahead,
+// a silent holder that answers a ping again (on a fresh connection if
+// need be) is not re-routed: the copies are reconciled with it instead;
+// one that does not answer is re-routed only if the mesh still answers
+// this peer then, and the origins and co-guardians, asked once more, still
+// say the step has not moved on.
 func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
 	wait := 500 * time.Millisecond
 	began := time.Now()
@@ -595,32 +596,11 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
 			return false // moved on, or re-routed, meanwhile
 		}
-		// The holder first, every round: the answers below may come from
-		// a heal that reached the holder too, after it moved on with
-		// guardians this one never heard from (issue 12: an at-most-once
-		// step run again after a cut healed). Asked after them, the
-		// answers would be stale by the time of the re-route (a workflow
-		// that ended meanwhile was re-routed).
-		if n.holderBack(ctx, key, o.Holder.ID) {
+		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
 			return false
 		}
-		var ended, originReached, movedOn, peersReached bool
-		var asked int
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); ended, originReached = n.workflowEndedReached(ctx, p) }()
-		go func() { defer wg.Done(); movedOn, peersReached, asked = n.askCoGuardians(ctx, key, c) }()
-		wg.Wait()
-		if ctx.Err() != nil {
-			return false
-		}
-		if ended || movedOn {
-			why := "the workflow has ended"
-			if movedOn {
-				why = "another guardian of the step was released"
-			}
-			n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
-			n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+		movedOn, originReached, peersReached, asked := n.stepMovedOn(ctx, key, o, c, p)
+		if movedOn || ctx.Err() != nil {
 			return false
 		}
 		goAhead := peersReached
@@ -634,7 +614,23 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
 		if goAhead {
-			return true
+			// The last word is the holder's: the answers above may come
+			// from a heal that reached the holder too, after it moved on
+			// with guardians this one never heard from (issue 12: an
+			// at-most-once step run again after a cut healed).
+			if n.holderBack(ctx, key, o.Holder.ID) {
+				return false
+			}
+			// A cut that began since the answers above makes a live
+			// holder look gone (a flapping link).
+			if !n.cutOff(ctx, o.Holder.ID) {
+				// Those checks take seconds: the answers above are stale
+				// now (CI saw a flapping-link run re-route a step of a
+				// workflow that had ended meanwhile). Ask again.
+				movedOn, _, _, _ := n.stepMovedOn(ctx, key, o, c, p)
+				return !movedOn && ctx.Err() == nil
+			}
+			n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
 		select {
 		case <-ctx.Done():
@@ -643,6 +639,30 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		}
 		wait = min(wait*2, 4*time.Second)
 	}
+}
+
+// stepMovedOn asks the workflow's origins and the step's other guardians,
+// all at once, whether the step moved on (the workflow ended, or a
+// co-guardian was released at c's attempt or later); when it did, the copy
+// is dropped (MovedOn). It also says whether an origin and a co-guardian
+// answered, and how many co-guardians it asked.
+func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *guard.Record, p *pack.Pack) (movedOn, originReached, peersReached bool, asked int) {
+	var ended, released bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ended, originReached = n.workflowEndedReached(ctx, p) }()
+	go func() { defer wg.Done(); released, peersReached, asked = n.askCoGuardians(ctx, key, c) }()
+	wg.Wait()
+	if ctx.Err() != nil || !(ended || released) {
+		return false, originReached, peersReached, asked
+	}
+	why := "the workflow has ended"
+	if released {
+		why = "another guardian of the step was released"
+	}
+	n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
+	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	return true, originReached, peersReached, asked
 }
 
 // holderBack reports whether the silent holder of key answers a ping now
