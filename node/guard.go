@@ -12,7 +12,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
@@ -692,13 +691,7 @@ func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	nw := n.host.Network()
-	if nw.Connectedness(id) == network.Connected {
-		_ = nw.ClosePeer(id)
-	}
-	if sw, ok := nw.(*swarm.Swarm); ok {
-		sw.Backoff().Clear(id)
-	}
+	n.redial(id)
 	// A dial and its handshakes besides the round trip: more time.
 	pctx, cancel := context.WithTimeout(ctx, freshPingTimeout)
 	defer cancel()

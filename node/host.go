@@ -106,9 +106,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 				connected++
 				continue
 			}
-			if sw, ok := n.host.Network().(*swarm.Swarm); ok {
-				sw.Backoff().Clear(ai.ID)
-			}
+			n.clearDialBackoff(ai.ID)
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := n.host.Connect(cctx, ai); err == nil {
 				connected++
@@ -128,12 +126,29 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	}
 }
 
-// peerReturned is called when presence sees a peer (again): it clears the
-// dial backoff libp2p keeps after failed dials, and wakes dispatchers.
-func (n *Node) peerReturned(id peer.ID) {
+// clearDialBackoff forgets the dial backoff libp2p keeps for id after
+// failed dials, so the next call dials at once.
+func (n *Node) clearDialBackoff(id peer.ID) {
 	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(id)
 	}
+}
+
+// redial drops id's connections and its dial backoff: the next call
+// dials anew instead of waiting on a connection a partition left mute (no
+// reset comes through a cut), and is not failed at once by dials that
+// failed during the cut.
+func (n *Node) redial(id peer.ID) {
+	if n.host.Network().Connectedness(id) == network.Connected {
+		_ = n.host.Network().ClosePeer(id)
+	}
+	n.clearDialBackoff(id)
+}
+
+// peerReturned is called when presence sees a peer (again): it clears the
+// dial backoff libp2p keeps after failed dials, and wakes dispatchers.
+func (n *Node) peerReturned(id peer.ID) {
+	n.clearDialBackoff(id)
 	n.mu.Lock()
 	close(n.returned)
 	n.returned = make(chan struct{})

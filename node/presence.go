@@ -18,7 +18,6 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/shirou/gopsutil/v3/cpu"
 	"github.com/shirou/gopsutil/v3/mem"
@@ -560,9 +559,7 @@ func (p *presence) checkGone(ctx context.Context, id peer.ID) {
 	if !known || nw.Connectedness(id) == network.Connected {
 		return
 	}
-	if sw, ok := nw.(*swarm.Swarm); ok {
-		sw.Backoff().Clear(id)
-	}
+	p.n.clearDialBackoff(id)
 	dctx, cancel := context.WithTimeout(ctx, p.n.cfg.StreamTimeout)
 	defer cancel()
 	err := p.n.host.Connect(dctx, peer.AddrInfo{ID: id})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
@@ -323,11 +322,8 @@ func (n *Node) freshConn(ctx context.Context, to pack.Peer) {
 			return // alive and reachable, only slow
 		}
 		n.log.Info("dropping a connection that does not answer", "peer", rpc.ShortID(id))
-		_ = n.host.Network().ClosePeer(id)
 	}
-	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
-		sw.Backoff().Clear(id)
-	}
+	n.redial(id)
 }
 
 // settleUntil settles items, trying again while they are unsettled; after
