@@ -72,16 +72,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
-	if ended, superseded := n.handedOn.ended(heldKey(p)); ended {
-		// This attempt ended here before (a sender that missed the ack,
-		// or the first receiver named by a taken refusal): it ran and
-		// moved on (taken), or a guardian re-routed it (superseded).
-		if superseded {
-			n.log.Info("a step superseded here was handed here again; refused", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
-			return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed this step (attempt %d) at peer %s; this chain stops here", p.WorkflowID, p.Attempt, rpc.ShortID(n.host.ID())))
+	if e, ended := n.handedOn.ended(heldKey(p)); ended {
+		if ack, answered := n.endedBefore(p, head, e); answered {
+			return ack
 		}
-		n.log.Info("a step this peer ran and handed on was handed here again; answered as taken", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
-		return api.Ack{OK: true}
 	}
 	if n.guards.view(guardKey(p)).Supersedes(p.Attempt) {
 		// This peer guards the step and re-routed it past this attempt
@@ -179,6 +173,31 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
 }
 
+// endedBefore answers a hand-off of a step and attempt that ended here
+// before (a sender that missed the ack, or the first receiver named by a
+// taken refusal), as e remembers: it ran and moved on (taken: OK), or a
+// guardian re-routed it (superseded) — if the pack is of the same chain
+// (pack.Lineage). Of an older chain (a holder cut off while a guardian
+// re-routed a step before this one) it is refused as superseded; of a
+// newer chain it is not answered (answered false) and is taken afresh.
+func (n *Node) endedBefore(p *pack.Pack, head *grammar.Service, e handedOnEntry) (ack api.Ack, answered bool) {
+	log := n.log.With("workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
+	switch p.Lineage().Compare(e.lineage) {
+	case -1:
+		log.Info("a step this peer ran for a newer chain was handed here by an older one; refused", "lineage", p.Lineage().String(), "newer", e.lineage.String())
+		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: step %s attempt %d ended at peer %s in a chain that re-routed this one; this chain stops here", p.WorkflowID, head.Path, p.Attempt, rpc.ShortID(n.host.ID()))}, true
+	case 1:
+		log.Info("a step this peer ended for an older chain was handed here by a newer one; taking it", "lineage", p.Lineage().String(), "older", e.lineage.String())
+		return api.Ack{}, false
+	}
+	if e.superseded {
+		log.Info("a step superseded here was handed here again; refused")
+		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: a guardian re-routed this step (attempt %d) at peer %s; this chain stops here", p.WorkflowID, p.Attempt, rpc.ShortID(n.host.ID()))}, true
+	}
+	log.Info("a step this peer ran and handed on was handed here again; answered as taken")
+	return api.Ack{OK: true}, true
+}
+
 // noteNewerAttempt marks the guard copy of key re-routed when it is of an
 // attempt older than attempt: a guardian re-routed the step, and this peer
 // may be the new attempt's receiver without being told as a guardian (a
@@ -188,12 +207,17 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 // re-route whose settle reached only this peer would otherwise hand on a
 // second chain (issue 12, isolate-join-holder).
 func (n *Node) noteNewerAttempt(key string, attempt int) {
-	c := n.guards.view(key).Copy()
-	if c == nil || c.Attempt >= attempt {
+	if n.guards.view(key).Empty() {
+		return // nothing guarded here: no machine to step
+	}
+	rd, err := n.stepGuard(key, guard.NewerAttempt{Attempt: attempt, At: time.Now().UTC()})
+	if err != nil {
+		n.log.Error("step guard", "event", "NewerAttempt", "key", key, "err", err)
 		return
 	}
-	n.log.Info("handed a newer attempt of a step guarded here; the old one was re-routed", "key", key, "old", c.Attempt, "attempt", attempt)
-	n.stepGuardLogged(key, guard.Release{Attempt: c.Attempt, Rerouted: true, At: time.Now().UTC()})
+	if rd.Persist != guard.PersistNone {
+		n.log.Info("handed a newer attempt of a step guarded here; the old one was re-routed", "key", key, "attempt", attempt)
+	}
 }
 
 // acceptedBefore answers a hand-off of work this peer already holds or is
@@ -202,6 +226,19 @@ func (n *Node) noteNewerAttempt(key string, attempt int) {
 // still being taken would send the sender to another peer, and the step
 // would run twice.
 func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) api.Ack {
+	// The same step and attempt of another chain (pack.Lineage) is not
+	// the work held here: of an older chain it stops here, and a newer
+	// chain is sent to another peer while this peer holds the older one
+	// (one record per step and attempt), not answered as the older one
+	// ends — a newer chain told "superseded" would drop its work.
+	switch p.Lineage().Compare(s.view().Record().Pack.Lineage()) {
+	case -1:
+		n.log.Info("a step this peer holds for a newer chain was handed here by an older one; refused", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
+		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for a chain that re-routed this one; this chain stops here", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}
+	case 1:
+		n.log.Info("a step this peer holds for an older chain was handed here by a newer one; sent elsewhere", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
+		return api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for an older chain; try another peer", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}
+	}
 	for {
 		m := s.view()
 		switch ph := m.Phase(); {

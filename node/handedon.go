@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bedwe/bedwe/node/journal"
+	"github.com/bedwe/bedwe/pack"
 )
 
 // handedOnMemory is how long a holder remembers work it ran and handed on.
@@ -28,27 +29,30 @@ type handedOnSet struct {
 	at map[string]handedOnEntry
 }
 
-// handedOnEntry is how a remembered attempt ended here.
+// handedOnEntry is how a remembered attempt ended here, and the chain
+// it belonged to (pack.Lineage): the same step and attempt handed here by
+// another chain is not the one remembered (issue 12, "Left undone" 7).
 type handedOnEntry struct {
 	at         time.Time
 	superseded bool
+	lineage    pack.Lineage
 }
 
 func newHandedOnSet() *handedOnSet { return &handedOnSet{at: map[string]handedOnEntry{}} }
 
-// add records how key ended at t.
-func (h *handedOnSet) add(key string, t time.Time, superseded bool) {
+// add records how key, of the chain lineage, ended at t.
+func (h *handedOnSet) add(key string, t time.Time, superseded bool, lineage pack.Lineage) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.at[key] = handedOnEntry{at: t, superseded: superseded}
+	h.at[key] = handedOnEntry{at: t, superseded: superseded, lineage: lineage}
 }
 
-// ended reports whether key ended here, and whether it was superseded.
-func (h *handedOnSet) ended(key string) (ended, superseded bool) {
+// ended reports whether key ended here and how.
+func (h *handedOnSet) ended(key string) (handedOnEntry, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e, ok := h.at[key]
-	return ok, e.superseded
+	return e, ok
 }
 
 // expire forgets keys handed on before cut and returns them.
@@ -65,14 +69,22 @@ func (h *handedOnSet) expire(cut time.Time) []string {
 	return out
 }
 
-// supersededMark prefixes the journaled time of a superseded attempt.
-const supersededMark = "superseded "
+// supersededMark prefixes the journaled time of a superseded attempt, and
+// lineageMark the chain's lineage after it: "[superseded ]TIME[ lineage=L]".
+const (
+	supersededMark = "superseded "
+	lineageMark    = " lineage="
+)
 
-// putHandedOn adds key to the journal's handed-on set in tx.
-func putHandedOn(tx *journal.Tx, key string, t time.Time, superseded bool) error {
+// putHandedOn adds key, of the chain lineage, to the journal's handed-on
+// set in tx.
+func putHandedOn(tx *journal.Tx, key string, t time.Time, superseded bool, lineage pack.Lineage) error {
 	v := t.UTC().Format(time.RFC3339Nano)
 	if superseded {
 		v = supersededMark + v
+	}
+	if len(lineage) > 0 {
+		v += lineageMark + lineage.String()
 	}
 	return tx.Put(journal.BucketHandedOn, key, []byte(v))
 }
@@ -81,11 +93,16 @@ func putHandedOn(tx *journal.Tx, key string, t time.Time, superseded bool) error
 func (n *Node) loadHandedOn() error {
 	return n.journal.ForEach(journal.BucketHandedOn, func(key string, value []byte) error {
 		v, superseded := strings.CutPrefix(string(value), supersededMark)
+		v, lin, _ := strings.Cut(v, lineageMark)
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			t = time.Now() // unreadable time: keep it one more memory
 		}
-		n.handedOn.add(key, t, superseded)
+		lineage, err := pack.ParseLineage(lin)
+		if err != nil {
+			n.log.Warn("handed-on memory: unreadable lineage, read as the first chain", "key", key, "err", err)
+		}
+		n.handedOn.add(key, t, superseded, lineage)
 		return nil
 	})
 }

@@ -141,14 +141,14 @@ func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
 				// Ran and handed on, or superseded: the same attempt
 				// handed here again is answered as it ended
 				// (handedon.go).
-				if err := putHandedOn(tx, rec.Key, now, superseded); err != nil {
+				if err := putHandedOn(tx, rec.Key, now, superseded, rec.Pack.Lineage()); err != nil {
 					return err
 				}
 			}
 			return tx.Delete(journal.BucketPacks, rec.Key)
 		})
 		if err == nil && remember {
-			n.handedOn.add(rec.Key, now, superseded)
+			n.handedOn.add(rec.Key, now, superseded, rec.Pack.Lineage())
 		}
 		return err
 	}

@@ -76,8 +76,9 @@
 //     settled: the re-route and the late hand-off of the old attempt
 //     would otherwise run the step twice (issue 12, a guardian handed the
 //     branch start it had just re-routed when a cut healed). And a peer
-//     handed a newer attempt of a step it guards at an older one steps
-//     its copy with a Release of the old attempt marked Rerouted: a
+//     handed a newer attempt of a step it guards at an older one
+//     ([NewerAttempt]) releases its copy as re-routed at the old
+//     attempt, as the primary's [Release] marked Rerouted would: a
 //     re-route's target is not told as a guardian, and its copy would
 //     otherwise release the old attempt to a holder cut off during the
 //     re-route, which then started a second chain.
@@ -398,6 +399,15 @@ type BackupAdded struct {
 // Prune: forget a tombstone older than Before (a copy is never pruned).
 type Prune struct{ Before time.Time }
 
+// NewerAttempt: this peer was handed Attempt of the step (it is a
+// re-route's target, which no guardian tells as one). A copy of an older
+// attempt was re-routed, whoever told whom: it is released as the
+// primary's "re-routed" release would (G9).
+type NewerAttempt struct {
+	Attempt int
+	At      time.Time
+}
+
 func (Store) isEvent()         {}
 func (Release) isEvent()       {}
 func (MovedOn) isEvent()       {}
@@ -411,6 +421,7 @@ func (GiveUp) isEvent()        {}
 func (Aborted) isEvent()       {}
 func (BackupAdded) isEvent()   {}
 func (Prune) isEvent()         {}
+func (NewerAttempt) isEvent()  {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -524,6 +535,13 @@ func (g *Guard) Step(ev Event) Ready {
 		}
 		g.copy.Backups = append(g.copy.Backups, e.Peer)
 		return Ready{Persist: PersistSave}
+	case NewerAttempt:
+		if g.copy == nil || g.copy.Attempt >= e.Attempt {
+			return Ready{}
+		}
+		rd := g.release(Release{Attempt: g.copy.Attempt, Rerouted: true, At: e.At})
+		rd.Reply = nil // nobody asked
+		return rd
 	case Prune:
 		if g.copy != nil || g.mark == nil || !g.mark.At.Before(e.Before) {
 			return Ready{}

@@ -69,6 +69,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = BackupAdded{Peer: pack.Peer{ID: a["peer"]}, Attempt: script.Int(t, a, "attempt", 0)}
 	case "prune":
 		ev = Prune{Before: clock(t, a)}
+	case "newer-attempt":
+		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
 		return []string{"reply: " + reply(g.Status()), state(g)}
 	case "owner":
