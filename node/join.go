@@ -138,12 +138,22 @@ func (n *Node) stepJoin(c *joinCopy, ev join.Event) join.Ack {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if rep := n.guardCall(n.ctx, r, api.JoinUpdate{Key: id, Delivery: d}, replicateTimeout); !rep.OK {
+				rep, err := n.guardCallRedial(n.ctx, r, api.JoinUpdate{Key: id, Delivery: d}, replicateTimeout)
+				if err != nil {
+					rep.Error = err.Error()
+				}
+				if !rep.OK {
 					n.log.Info("join replica did not take an update", "join", id, "replica", rpc.ShortIDString(r.ID), "err", rep.Error)
 				}
 			}()
 		}
 		wg.Wait()
+	}
+	for _, d := range rd.Relay {
+		// J9: the actor this copy follows may lack this branch end.
+		to, msg := rd.RelayTo, api.JoinUpdate{Key: id, Delivery: toDelivery(wf, id, d)}
+		n.log.Info("relaying a branch end to the join's actor", "join", id, "actor", rpc.ShortIDString(to.ID), "branch", d.Branch, "attempt", d.Attempt)
+		n.spawn(func(ctx context.Context) { n.pushResult(ctx, to, msg) })
 	}
 	if rd.TookOver != "" {
 		n.log.Warn("taking over join", "join", id, "workflow", wf, "why", rd.TookOver, "epoch", token.Epoch,
@@ -434,8 +444,13 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 }
 
 // pushResults sends every branch end this copy recorded to every other
-// copy, all at once within replicateTimeout (an acting copy records an
-// update it lacks as a branch end, J2).
+// copy, all at once (an acting copy records an update it lacks as a branch
+// end, J2). A copy that does not answer is asked again, on a fresh
+// connection, until it answers or pushGiveUp passes: this copy learnt of
+// the takeover because a cut healed, and the new actor may be the one
+// peer that has not got the ends — without them it would wait for ever
+// (seen in isolate-join-holder: the one push failed on libp2p's dial
+// backoff left by the cut, and the workflow stalled).
 func (n *Node) pushResults(ctx context.Context, c *joinCopy) {
 	m := c.cur.Load()
 	rec := m.Record()
@@ -446,14 +461,47 @@ func (n *Node) pushResults(ctx context.Context, c *joinCopy) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if rep := n.guardCall(ctx, to, api.JoinUpdate{Key: rec.ID, Delivery: d}, replicateTimeout); !rep.OK {
-					n.log.Info("join copy did not take a branch end pushed after a takeover", "join", rec.ID, "copy", rpc.ShortIDString(to.ID), "branch", b, "err", rep.Error)
-				}
+				n.pushResult(ctx, to, api.JoinUpdate{Key: rec.ID, Delivery: d})
 			}()
 		}
 	}
 	wg.Wait()
 	n.log.Info("a newer actor took this join over: pushed its branch ends to the other copies", "join", rec.ID, "results", len(rec.Results))
+}
+
+// pushGiveUp bounds how long pushResults asks a copy that does not answer:
+// well past the partitions the mesh is expected to ride out, after which
+// a copy still silent is taken for gone (its peers take the join over).
+const pushGiveUp = 2 * time.Minute
+
+// pushResult sends one branch end to copy to until it answers (whatever
+// it answers) or pushGiveUp passes (pushResults, and join J9's relay).
+func (n *Node) pushResult(ctx context.Context, to pack.Peer, msg api.JoinUpdate) {
+	deadline := time.Now().Add(pushGiveUp)
+	wait := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		rep, err := n.guardCallRedial(ctx, to, msg, replicateTimeout)
+		if err == nil {
+			if !rep.OK {
+				n.log.Info("join copy refused a branch end sent to it", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "err", rep.Error)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			n.log.Warn("join copy did not take a branch end sent to it; giving up", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "tries", try, "err", err)
+			return
+		}
+		n.log.Info("join copy did not take a branch end sent to it; trying again", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "try", try, "err", err)
+		if id, derr := peer.Decode(to.ID); derr == nil {
+			n.redial(id) // a mute connection or the cut's dial backoff
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // replicateJoin stores copies of a new join at up to JoinReplicas peers,
@@ -601,7 +649,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		if c == nil {
 			return api.GuardReply{Error: "no copy of join " + m.Key}
 		}
-		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(m.Delivery)}))
+		return reply(n.stepJoin(c, join.Update{Deliver: fromDelivery(m.Delivery), From: from.String()}))
 	case api.JoinForwarded:
 		if c := n.joins.get(m.Key); c != nil {
 			return reply(n.stepJoin(c, join.ActorForwarded{Token: join.Token{Epoch: m.Epoch, Actor: m.Actor}, By: m.By, Yield: m.Yield}))

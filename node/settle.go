@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
@@ -405,6 +406,24 @@ func (n *Node) guardCallErr(ctx context.Context, to pack.Peer, m api.GuardReques
 		return api.GuardReply{}, err
 	}
 	return rep, nil
+}
+
+// guardCallRedial is guardCallErr that does not take libp2p's dial backoff
+// for an answer: a call failed at once because dials to the peer failed
+// a moment ago (during a cut that has healed since, say) clears the
+// backoff and asks once more, within what is left of d. For messages that
+// carry state another peer must not miss (join updates).
+func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) (api.GuardReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	rep, err := n.guardCallErr(ctx, to, m, d)
+	if err == nil || !errors.Is(err, swarm.ErrDialBackoff) {
+		return rep, err
+	}
+	if id, derr := peer.Decode(to.ID); derr == nil {
+		n.clearDialBackoff(id)
+	}
+	return n.guardCallErr(ctx, to, m, d)
 }
 
 // releaseGuard serves a release of the guard copy key at attempt. Of a

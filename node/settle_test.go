@@ -425,3 +425,187 @@ func handToAThenB(t *testing.T, af, bf api.NodeFile, payload []byte) (host.Host,
 	}
 	return ha, a
 }
+
+// withOrigin returns raw with its origin set to origin.
+func withOrigin(t *testing.T, raw []byte, origin pack.Peer) []byte {
+	t.Helper()
+	p, err := pack.Decode(raw, pack.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Origin = []pack.Peer{origin}
+	b, err := pack.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withTrace returns raw with trace set to entries.
+func withTrace(t *testing.T, raw []byte, entries ...pack.TraceEntry) []byte {
+	t.Helper()
+	p, err := pack.Decode(raw, pack.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Trace = entries
+	b, err := pack.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitEvents waits until the events file shows n events of type typ for
+// step.
+func waitEvents(t *testing.T, evFile, typ, step string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := events.Read(evFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, e := range evs {
+			if e.Type == typ && e.Step == step {
+				seen++
+			}
+		}
+		if seen >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s events for step %s after 30s, want %d", seen, typ, step, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestChainsOfOneStepToldApart: two chains of a workflow reach the same
+// step at the same attempt — a guardian re-routed the step before it
+// (attempt 1) while its holder, cut off, ran attempt 0 and handed on. The
+// peer they both reach tells them apart by their lineage (pack.Lineage,
+// issue 12 "Left undone" 7): the newer chain, handed while the older one
+// is held, is refused busy (sent elsewhere), not answered as the older
+// one ends — a "superseded" there made the newer chain drop its work and
+// lost the workflow; once the older one ended, the newer one is taken
+// and runs; and the older chain, handed where the newer one ran, is
+// refused as superseded — before, it was answered "taken" and the old
+// chain went on past its next hop (I1). Executions are counted from the
+// services' record.
+func TestChainsOfOneStepToldApart(t *testing.T) {
+	nf, recFile, evFile := recordingNode(t, "  S1: {kind: sleep, duration: 1500ms}\n")
+	h, id := rawHost(t, nf)
+	// h is the workflow's origin too: it takes every completion, so each
+	// chain's records end here and are remembered as handed on.
+	rpc.Serve(h, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		return rpc.MustCBOR(api.Ack{OK: true})
+	})
+	older := withOrigin(t, packFor(t, "S1 S2"), peerRef(h))
+	now := time.Now().UTC()
+	newer := withTrace(t, older,
+		pack.TraceEntry{Path: "prev", Service: "S0", Peer: nf.PeerID, Start: now, End: now, Attempt: 0, Outcome: pack.OutcomeSuperseded},
+		pack.TraceEntry{Path: "prev", Service: "S0", Peer: nf.PeerID, Start: now, End: now, Attempt: 1, Outcome: pack.OutcomeOK})
+
+	if ack, err := handoff(t, h, id, older); err != nil || !ack.OK {
+		t.Fatalf("older chain: %v %+v, want OK", err, ack)
+	}
+	ack, err := handoff(t, h, id, newer)
+	if err != nil || ack.OK || ack.Code != api.CodeBusy {
+		t.Fatalf("newer chain while the older one is held: %v %+v, want refused with code %s", err, ack, api.CodeBusy)
+	}
+	waitEvents(t, evFile, events.HandedOn, "0", 1)
+	waitNotHeld(t, h, id, journal.StepKey("wf-test", "0"))
+
+	if ack, err := handoff(t, h, id, newer); err != nil || !ack.OK {
+		t.Fatalf("newer chain after the older one ended: %v %+v, want OK", err, ack)
+	}
+	waitEvents(t, evFile, events.HandedOn, "0", 2)
+	waitNotHeld(t, h, id, journal.StepKey("wf-test", "0"))
+	if runs := countRuns(t, recFile, "S1"); runs != 2 {
+		t.Fatalf("S1 ran %d times, want 2 (once per chain)", runs)
+	}
+
+	ack, err = handoff(t, h, id, older)
+	if err != nil || ack.OK || ack.Code != api.CodeSuperseded {
+		t.Fatalf("older chain where the newer one ran: %v %+v, want refused with code %s", err, ack, api.CodeSuperseded)
+	}
+	if ack, err := handoff(t, h, id, newer); err != nil || !ack.OK {
+		t.Fatalf("newer chain again (its ack lost): %v %+v, want OK (taken before)", err, ack)
+	}
+	if runs := countRuns(t, recFile, "S1"); runs != 2 {
+		t.Fatalf("S1 ran %d times, want 2", runs)
+	}
+}
+
+// TestReplicaRelaysOldActorsBranchEnd is join J9 at a real node: a
+// replica that follows a new actor (a copy took the join over at epoch 1)
+// gets a branch end from the old actor — cut off, it had not heard, took
+// the end and replicated it — and relays it to the new actor, a real
+// libp2p host that records what reaches it. Before, the end stayed at
+// copies that do not act and the new actor waited for ever (the
+// workflow was lost in isolate-join-holder).
+func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
+	nf, _, _ := recordingNode(t, "")
+	joinReplicaAt(t, nf, "j-relay")
+	newActor, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { newActor.Close() })
+	got := make(chan api.JoinUpdate, 4)
+	rpc.Serve(newActor, api.ProtoJoinUpdate, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.JoinUpdate
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+			return nil
+		}
+		got <- m
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+
+	h, id := rawHost(t, nf)
+	call := func(m api.GuardRequest) api.GuardReply {
+		t.Helper()
+		var rep api.GuardReply
+		if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := call(api.JoinActor{Key: "j-relay", Holder: peerRef(newActor), Epoch: 1}); !rep.OK {
+		t.Fatalf("new actor: %+v", rep)
+	}
+	select {
+	case m := <-got:
+		t.Fatalf("relayed %+v before the replica recorded any branch end", m)
+	default:
+	}
+	// The update comes from a peer that is not the new actor (the old
+	// actor stands for any).
+	hp, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hp.Close() })
+	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hp.Connect(context.Background(), *ai); err != nil {
+		t.Fatal(err)
+	}
+	upd := api.JoinUpdate{Key: "j-relay", Delivery: api.Delivery{WorkflowID: "wf-test", JoinID: "j-relay", Branch: 0, OK: true}}
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(context.Background(), hp, id, upd.Protocol(), upd, &rep, 10*time.Second); err != nil || !rep.OK {
+		t.Fatalf("update from the old actor: %v %+v", err, rep)
+	}
+	select {
+	case m := <-got:
+		if m.Key != "j-relay" || m.Delivery.Branch != 0 || !m.Delivery.OK {
+			t.Fatalf("relayed %+v, want branch 0 of j-relay", m)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the new actor never got the branch end the old actor replicated to the replica")
+	}
+}

@@ -83,6 +83,15 @@
 //     holder) refused that way after other copies had recorded it gives
 //     way (ActorForwarded.Yield, BranchStarted.Yield): those copies record
 //     the first instead, so two receivers never name each other.
+//   - J9 (no branch end stranded): a copy that learns of a newer actor
+//     sends it every branch end it recorded, and a replica that records
+//     an update from a peer other than the actor it follows (an old
+//     actor, cut off while a replica took over, took a branch end and
+//     replicated it) relays it to that actor (Ready.Relay). Without it a
+//     branch end acknowledged by the old actor reached only copies that
+//     do not act, and the new actor waited for ever (issue 12,
+//     isolate-join-holder, ninth session). An acting copy records a
+//     relayed end as a branch end (J2).
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -515,6 +524,10 @@ type Ready struct {
 	Watch bool
 	// TookOver: this copy just started acting (log and count it).
 	TookOver string
+	// Relay: send these branch ends to RelayTo, the actor this copy
+	// follows, as updates, asking until it answers (J9).
+	Relay   []Deliver
+	RelayTo pack.Peer
 }
 
 func none() Ready { return Ready{Ack: Ack{OK: true}} }
@@ -533,7 +546,12 @@ type Deliver struct {
 }
 
 // Update is a branch end the acting copy recorded, sent to a replica.
-type Update struct{ Deliver Deliver }
+// From is the peer that sent it (the actor as it sees itself); empty when
+// unknown.
+type Update struct {
+	Deliver Deliver
+	From    string
+}
 
 // ActorSilent says the failure detector declared the actor silent.
 type ActorSilent struct{ Why string }
@@ -643,6 +661,10 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			return Ready{Ack: Ack{Refusal: RefuseNotActing, Error: "join " + j.rec.ID + " is " + j.rec.Role.String() + " here"}}
 		}
 		r := j.record(ev.Deliver)
+		if r.Persist && j.rec.Role == RoleReplica && ev.From != "" && ev.From != j.rec.Actor.ID && j.rec.Actor.ID != self.ID {
+			// J9: from an actor this copy knows was taken over.
+			r.Relay, r.RelayTo = []Deliver{ev.Deliver}, j.rec.Actor
+		}
 		return r
 	case ActorSilent:
 		if _, watching := j.Watching(); !watching {
@@ -795,7 +817,7 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		}
 		r := none()
 		if j.Token().Before(ev.Token) {
-			r = j.newActor(pack.Peer{ID: ev.Token.Actor}, ev.Token.Epoch)
+			r = j.newActor(pack.Peer{ID: ev.Token.Actor}, ev.Token.Epoch, self)
 		}
 		if j.rec.Started == nil {
 			j.rec.Started = map[int]Start{}
@@ -821,15 +843,16 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		if !j.Token().Before(Token{Epoch: ev.Epoch, Actor: ev.Actor.ID}) {
 			return none() // not newer than the actor this copy knows
 		}
-		return j.newActor(ev.Actor, ev.Epoch)
+		return j.newActor(ev.Actor, ev.Epoch, self)
 	}
 	return none()
 }
 
 // newActor makes a newer actor the one this copy follows: a copy that was
 // only suspected learns it was taken over and stops acting (J7); the new
-// actor's fence stops anything it already sent.
-func (j *Join) newActor(actor pack.Peer, epoch int) Ready {
+// actor's fence stops anything it already sent. The branch ends this copy
+// recorded go to the new actor, which may lack them (J9).
+func (j *Join) newActor(actor pack.Peer, epoch int, self pack.Peer) Ready {
 	r := none()
 	if j.Acting() || j.rec.Role == RoleRecovering {
 		j.rec.Role = RoleMoved
@@ -838,7 +861,21 @@ func (j *Join) newActor(actor pack.Peer, epoch int) Ready {
 	}
 	j.rec.Actor, j.rec.Epoch, j.rec.EpochActor = actor, epoch, actor.ID
 	r.Persist = true
+	if actor.ID != self.ID && (j.rec.Phase == PhaseOpen || j.rec.Phase == PhaseDecided) && len(j.rec.Results) > 0 {
+		r.Relay, r.RelayTo = j.results(), actor
+	}
 	return r
+}
+
+// results lists the branch ends this copy recorded, by branch.
+func (j *Join) results() []Deliver {
+	var out []Deliver
+	for b := range len(j.rec.Branches) {
+		if res, ok := j.rec.Results[b]; ok {
+			out = append(out, Deliver{Branch: b, Attempt: res.Attempt, OK: res.OK, Error: res.Error, Outputs: res.Outputs, Trace: res.Trace})
+		}
+	}
+	return out
 }
 
 // deliver handles a branch end reaching this copy directly.

@@ -68,7 +68,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		}
 		ev = d
 		if fields[0] == "update" {
-			ev = Update{Deliver: d}
+			ev = Update{Deliver: d, From: a["from"]}
 		}
 	case "actor-silent":
 		ev = ActorSilent{Why: "silent"}
@@ -149,6 +149,13 @@ func ready(r Ready) string {
 	}
 	if r.TookOver != "" {
 		parts = append(parts, "took-over")
+	}
+	if len(r.Relay) > 0 {
+		var ends []string
+		for _, d := range r.Relay {
+			ends = append(ends, result(d.Branch, d.Attempt, d.OK))
+		}
+		parts = append(parts, fmt.Sprintf("relay(to=%s %s)", r.RelayTo.ID, strings.Join(ends, " ")))
 	}
 	return "do: " + strings.Join(parts, " ")
 }
