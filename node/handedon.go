@@ -83,8 +83,8 @@ func putHandedOn(tx *journal.Tx, key string, t time.Time, superseded bool, linea
 	if superseded {
 		v = supersededMark + v
 	}
-	if len(lineage) > 0 {
-		v += lineageMark + lineage.String()
+	if l := lineage.String(); l != "" {
+		v += lineageMark + l
 	}
 	return tx.Put(journal.BucketHandedOn, key, []byte(v))
 }

@@ -16,14 +16,15 @@ import (
 // as the one it remembers (issue 12, "Left undone" 7).
 func TestHandedOnMemoryKeepsLineageAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	lin := pack.Lineage{{Path: "1", Attempt: 1}, {Path: "3.0/2", Attempt: 2}}
+	lin := pack.Lineage{Marks: []pack.Mark{{Path: "1", Attempt: 1}, {Path: "3.0/2", Attempt: 2}},
+		Actor: &pack.JoinActor{Join: "j-1", Epoch: 1, Actor: "12D3KooWA"}}
 	at := time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC)
 	n, stop, _ := runInternalNode(t, dir, "")
 	err := n.journal.Update(func(tx *journal.Tx) error {
 		if err := putHandedOn(tx, "wf/4/000", at, true, lin); err != nil {
 			return err
 		}
-		if err := putHandedOn(tx, "wf/5/000", at, false, nil); err != nil {
+		if err := putHandedOn(tx, "wf/5/000", at, false, pack.Lineage{}); err != nil {
 			return err
 		}
 		return tx.Put(journal.BucketHandedOn, "wf/6/000", []byte("superseded "+at.Format(time.RFC3339Nano)))
@@ -39,7 +40,7 @@ func TestHandedOnMemoryKeepsLineageAcrossRestart(t *testing.T) {
 		superseded bool
 		lineage    string
 	}{
-		{"wf/4/000", true, "1@1,3.0/2@2"},
+		{"wf/4/000", true, "1@1,3.0/2@2;j-1:1:12D3KooWA"},
 		{"wf/5/000", false, ""},
 		{"wf/6/000", true, ""},
 	} {

@@ -26,7 +26,17 @@
 //     the first receiver again (handToFirst), which answers as taken
 //     whether it still holds the step or already ran and handed it on
 //     (handedon.go: a holder remembers for handedOnMemory the attempts it
-//     handed on). Before UnsettledGiveUp, a sender takes an unanswering
+//     handed on). Two chains of a branch can reach the same step at the
+//     same attempt (a guardian re-routed a step before it while its
+//     holder, cut off, carried on; or a join copy took over from an actor
+//     that was only cut off): a held step and the handed-on memory
+//     name the chain (pack.Lineage: the re-routes in its trace, and the
+//     join actor that dispatched a branch start or continuation), and a
+//     hand-off from another chain is not answered as the one held — an
+//     older chain's is refused as superseded, a newer chain's is refused
+//     busy while the older is held (the sender tries another peer) and
+//     taken once it ended (accept, endedBefore, acceptedBefore;
+//     TestChainsOfOneStepToldApart). Before UnsettledGiveUp, a sender takes an unanswering
 //     guardian as gone only if it does not answer a ping either
 //     (maybeLenient). Responsibility for a
 //     step moves to its successor only when the successor has journaled the

@@ -20,10 +20,21 @@ func TestLineageFromTrace(t *testing.T) {
 	if err != nil || back.String() != got {
 		t.Fatalf("ParseLineage(%q) = %v, %v", got, back, err)
 	}
-	if l := (&Pack{Trace: []TraceEntry{{Path: "0"}}}).Lineage(); l != nil || l.String() != "" {
+	if l := (&Pack{Trace: []TraceEntry{{Path: "0"}}}).Lineage(); l.Marks != nil || l.Actor != nil || l.String() != "" {
 		t.Fatalf("a chain never re-routed has lineage %v", l)
 	}
-	for _, bad := range []string{"1", "1@0", "@2", "1@x", "1@2,"} {
+	p.Settle = []Settle{{Kind: SettleGuard, Key: "wf/1"}, {Kind: SettleJoinForwarded, Key: "j-1", Epoch: 2, Actor: "12D3KooWB"}}
+	got = p.Lineage().String()
+	if want := "1@2,3.1/0@1;j-1:2:12D3KooWB"; got != want {
+		t.Fatalf("lineage with a join actor %q, want %q", got, want)
+	}
+	if back, err := ParseLineage(got); err != nil || back.String() != got {
+		t.Fatalf("ParseLineage(%q) = %v, %v", got, back, err)
+	}
+	if back, err := ParseLineage(";j-1:0:"); err != nil || back.Actor == nil || back.Marks != nil {
+		t.Fatalf("ParseLineage of an actor alone = %+v, %v", back, err)
+	}
+	for _, bad := range []string{"1", "1@0", "@2", "1@x", "1@2,", "1@2;j-1", "1@2;j-1:x:a", ";:1:a"} {
 		if _, err := ParseLineage(bad); err == nil {
 			t.Errorf("ParseLineage(%q) accepted", bad)
 		}
@@ -53,6 +64,12 @@ func TestLineageCompare(t *testing.T) {
 		{"3@1", "1@1", -1, "the mirror"},
 		{"2.0/1@1", "2.0/0@1", -1, "inside a branch: step 0 before step 1"},
 		{"2.1/0@1", "10@1", 1, "numbers, not strings: 2 before 10"},
+		{";j-1:1:a", ";j-1:0:z", 1, "a takeover's epoch is newer than the old actor's"},
+		{";j-1:1:a", ";j-1:1:b", -1, "two actors at one epoch: the greater peer ID wins (join J7)"},
+		{";j-1:1:a", ";j-1:1:a", 0, "the same actor's pack twice"},
+		{";j-1:1:a", ";j-2:0:a", 0, "two joins: not comparable"},
+		{";j-1:1:a", "", 0, "no join actor on one side"},
+		{"1@1;j-1:0:a", ";j-1:5:a", 1, "a re-route decides before the actors do"},
 	}
 	for _, c := range cases {
 		if got := lin(c.l).Compare(lin(c.o)); got != c.want {
