@@ -416,6 +416,15 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 			n.log.Debug("reconcile with holder", "peer", rpc.ShortID(holder), "key", c.key, "err", err, "reply", rep.Error)
 			return
 		}
+		if rep.NeverTook {
+			// G10: nobody took the step there; the machine decides.
+			n.log.Info("the holder never took this step (it refused it as unsettled)", "peer", rpc.ShortID(holder), "key", c.key, "attempt", c.attempt)
+			if _, err := n.stepGuard(c.key, guard.NeverTook{Holder: hid, Attempt: c.attempt, Why: "holder " + rpc.ShortID(holder) + " never took it (refused the hand-over as unsettled)"}); err != nil {
+				n.log.Error("step guard", "event", "NeverTook", "key", c.key, "err", err)
+			}
+			kept++
+			continue
+		}
 		if !rep.Released {
 			kept++
 			continue

@@ -71,7 +71,10 @@ func (l *logLines) waitFor(t *testing.T, parts ...string) string {
 		select {
 		case <-added:
 		case <-deadline:
-			t.Fatalf("no log line with %q", parts)
+			l.mu.Lock()
+			tail := l.lines[max(0, len(l.lines)-20):]
+			l.mu.Unlock()
+			t.Fatalf("no log line with %q; the last lines:\n%s", parts, strings.Join(tail, "\n"))
 		}
 	}
 }
@@ -132,21 +135,26 @@ func (f *fakeHolder) guard(t *testing.T, m api.GuardRequest) api.GuardReply {
 
 // A holder whose beats stop but which answers a ping is not suspected; the
 // guardian asks it about its copy and drops the copy when the holder says
-// it moved on (its release was lost), or keeps it and is re-added as a
-// watcher when the holder still holds the work.
+// it moved on (its release was lost), keeps it and is re-added as a
+// watcher when the holder still holds the work, and re-routes the step
+// (the guardian is the primary) when the holder says it never took it —
+// it refused the hand-over as unsettled (node/guard G10; before, that
+// answer read as "moved on" and the step was lost).
 func TestGuardianReconcilesWithLiveHolder(t *testing.T) {
 	tests := []struct {
-		name     string
-		released bool
+		name      string
+		released  bool
+		neverTook bool
 	}{
-		{"holder moved on", true},
-		{"holder still holds it", false},
+		{"holder moved on", true, false},
+		{"holder still holds it", false, false},
+		{"holder never took it", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := newLogLines()
 			nf := startGuardian(t, lines)
-			f := newFakeHolder(t, nf, api.GuardReply{OK: true, Released: tc.released})
+			f := newFakeHolder(t, nf, api.GuardReply{OK: true, Released: tc.released, NeverTook: tc.neverTook})
 			const key = "wf-test|1"
 			if rep := f.guard(t, api.GuardStore{Key: key, Attempt: 2, Pack: packFor(t, "S1 S2"), Holder: f.ref()}); !rep.OK {
 				t.Fatalf("store refused: %+v", rep)
@@ -155,6 +163,10 @@ func TestGuardianReconcilesWithLiveHolder(t *testing.T) {
 			m := recvGuard(t, f.asked)
 			if m.Key != key || m.Attempt != 2 || m.Watcher.ID != f.node.String() {
 				t.Fatalf("holder asked %+v, want add-watcher for %s attempt 2 by %s", m, key, f.node)
+			}
+			if tc.neverTook {
+				lines.waitFor(t, "msg=re-routing", "key="+key, "silent="+rpc.ShortID(f.h.ID()))
+				return
 			}
 			st := f.guard(t, api.GuardStatus{Key: key})
 			if tc.released {

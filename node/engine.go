@@ -126,7 +126,8 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	if err := n.settle(ctx, p.Attempt, p.Settle, n.host.ID().String()); errors.As(err, &takenBy) {
+	missed, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String())
+	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
 	} else if errors.Is(err, errSuperseded) {
 		settled.Result = held.SettleSuperseded
@@ -159,12 +160,15 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
 	case r.Code == held.CodeUnsettled:
+		n.unsettled.add(rec.Key, time.Now())
 		n.log.Warn("refusing an unsettled hand-over", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID), "err", r.Error)
 		return refuse(api.CodeUnsettled, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	case !r.OK:
 		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
+	n.unsettled.remove(rec.Key)
+	n.completeSettle(p.Settle, p.Attempt, n.host.ID().String(), missed)
 	taken = true
 	n.spawn(func(ctx context.Context) {
 		defer n.bulk.Leave(rec.Key) // if it ends without running

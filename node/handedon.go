@@ -123,3 +123,55 @@ func (n *Node) pruneHandedOn(cut time.Time) (int, error) {
 	})
 	return len(keys), err
 }
+
+// unsettledSet remembers the held keys this peer refused as unsettled
+// (api.CodeUnsettled) and did not take since: it registered as the
+// successor with some guardians of the step before, then refused. The
+// sender may end up guarding this peer for that attempt (it could not
+// hand the step to it again within UnsettledGiveUp); a guardian that asks
+// is told this peer never took it (api.GuardReply.NeverTook), not that it
+// moved on — or the guardian drops its copy and the step is lost
+// (reliability-core "Left undone" 6). Kept in memory, for handedOnMemory:
+// after a restart the answer is "released" again, as before.
+type unsettledSet struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func newUnsettledSet() *unsettledSet { return &unsettledSet{at: map[string]time.Time{}} }
+
+// add remembers that key was refused as unsettled at t.
+func (u *unsettledSet) add(key string, t time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.at[key] = t
+}
+
+// remove forgets key (it was taken after all).
+func (u *unsettledSet) remove(key string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.at, key)
+}
+
+// has reports whether key was refused as unsettled and not taken since.
+func (u *unsettledSet) has(key string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.at[key]
+	return ok
+}
+
+// expire forgets keys refused before cut and returns how many.
+func (u *unsettledSet) expire(cut time.Time) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for k, t := range u.at {
+		if t.Before(cut) {
+			delete(u.at, k)
+			n++
+		}
+	}
+	return n
+}

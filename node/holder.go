@@ -374,6 +374,12 @@ func (n *Node) releaseGuardians(ctx context.Context, gkey string, attempt int, g
 func (n *Node) offerWatcher(gkey string, attempt int, g pack.Peer) api.GuardReply {
 	s := n.helds.find(gkey, attempt)
 	if s == nil {
+		key := journal.AttemptKey(gkey, attempt)
+		if _, ended := n.handedOn.ended(key); !ended && n.unsettled.has(key) {
+			// Refused as unsettled and never taken: it did not move on
+			// from here either (node/guard G10).
+			return api.GuardReply{OK: true, NeverTook: true}
+		}
 		return api.GuardReply{OK: true, Released: true}
 	}
 	rd, err := n.stepHeld(s, held.OfferWatcher{Peer: g, Attempt: attempt})

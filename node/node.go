@@ -209,7 +209,9 @@ type Node struct {
 	helds *heldTable // its own lock
 	// handedOn remembers work run here and handed on (handedon.go).
 	handedOn *handedOnSet
-	guards   *guardTable // its own lock
+	// unsettled remembers hand-overs refused as unsettled (handedon.go).
+	unsettled *unsettledSet
+	guards    *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -295,6 +297,7 @@ func New(cfg Config) (*Node, error) {
 		joins:           newJoinTable(),
 		helds:           newHeldTable(),
 		handedOn:        newHandedOnSet(),
+		unsettled:       newUnsettledSet(),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

@@ -62,6 +62,7 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 			pc.guardMarks++
 		}
 	}
+	n.unsettled.expire(now.Add(-handedOnMemory))
 	if k, err := n.pruneHandedOn(now.Add(-handedOnMemory)); err != nil {
 		n.log.Error("retention: handed-on keys", "err", err)
 	} else {

@@ -80,8 +80,19 @@ const settleBudget = 5 * time.Second
 // was lost and that handed the step to a second peer starts one chain,
 // not two. Joins and origins settle with by empty.
 func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by string) error {
+	_, err := n.settleMissing(ctx, attempt, items, by)
+	return err
+}
+
+// settleMissing is settle that also returns the peers of items settled by
+// others whose own call failed (a copy of the join that did not learn of
+// the new branch holder or continuation receiver). The caller that takes
+// the work sends them the same message later (completeSettle): a join
+// copy that missed a branch start and then took the join over would start
+// the branch a second time (J6).
+func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string) ([]tookAnswer, error) {
 	if len(items) == 0 {
-		return nil
+		return nil, nil
 	}
 	if by != "" && len(items) > 1 {
 		// Every item must be answerable before any is released: a
@@ -96,7 +107,7 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by 
 			}
 			return api.GuardStatus{Key: it.Key}
 		}, true, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	self := n.self()
@@ -109,13 +120,64 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by 
 	if errors.As(err, &taken) && taken.By != by {
 		n.yield(items, attempt, by, taken.By, took)
 	}
-	return err
+	if took == nil {
+		return nil, err
+	}
+	took.mu.Lock()
+	defer took.mu.Unlock()
+	return took.missed, err
+}
+
+// completeSettleGiveUp bounds how long completeSettle asks a join copy.
+const completeSettleGiveUp = 2 * time.Minute
+
+// completeSettle tells the join copies that missed it (settleMissing)
+// what the others recorded — which peer holds a branch start, which took
+// a continuation — asking each until it answers or completeSettleGiveUp
+// passes. Called once the work is taken here, never for a refused
+// hand-over (a copy must not record a holder that refused).
+func (n *Node) completeSettle(items []pack.Settle, attempt int, by string, missed []tookAnswer) {
+	self := n.self()
+	for _, m := range missed {
+		it := items[m.item]
+		if it.Kind != pack.SettleBranchStarted && it.Kind != pack.SettleJoinForwarded {
+			continue // a guardian that missed its release reconciles with the holder
+		}
+		to, msg := m.to, settleMsg(it, attempt, self, by)
+		n.spawn(func(ctx context.Context) {
+			deadline := time.Now().Add(completeSettleGiveUp)
+			wait := 250 * time.Millisecond
+			for try := 1; ; try++ {
+				_, err := n.guardCallRedial(ctx, to, msg, settleCallTimeout)
+				if err == nil {
+					n.log.Info("a join copy that missed a settle has it now", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "tries", try)
+					return
+				}
+				if time.Now().After(deadline) {
+					n.log.Warn("a join copy that missed a settle does not answer; giving up", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "err", err)
+					return
+				}
+				if id, derr := peer.Decode(to.ID); derr == nil {
+					n.redial(id)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				wait = min(2*wait, 5*time.Second)
+			}
+		})
+	}
 }
 
 // tookSet collects the peers that recorded a settle without refusing it.
 type tookSet struct {
 	mu  sync.Mutex
 	got []tookAnswer
+	// missed: peers whose call failed while another peer of the same item
+	// answered (the item is settled without them).
+	missed []tookAnswer
 }
 
 type tookAnswer struct {
@@ -285,6 +347,11 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			if failed[ci] && !answered[c.item] && !items[c.item].Lenient {
 				retry = append(retry, c)
 				silent = append(silent, rpc.ShortIDString(c.to.ID))
+			} else if failed[ci] && took != nil {
+				n.log.Info("settle call unanswered; the item was settled by another peer", "op", msg(items[c.item]).Protocol(), "key", items[c.item].Key, "peer", rpc.ShortIDString(c.to.ID))
+				took.mu.Lock()
+				took.missed = append(took.missed, tookAnswer{c.item, c.to})
+				took.mu.Unlock()
 			}
 		}
 		if len(retry) == 0 {

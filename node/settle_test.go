@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,6 +172,12 @@ func TestUnansweredSettleRefusesHandover(t *testing.T) {
 	if ack.OK || ack.Code != api.CodeUnsettled {
 		t.Fatalf("hand-off with an unanswered guardian: %+v, want refused with code %s", ack, api.CodeUnsettled)
 	}
+	// A guardian that watches this peer for the step (its sender could
+	// not hand it here again) is told it never took it (node/guard G10),
+	// not that it moved on.
+	if rep := offerWatcherTo(t, h, id, journal.StepKey("wf-test", "0")); !rep.OK || rep.Released || !rep.NeverTook {
+		t.Fatalf("watcher offered for the refused step: %+v, want never took (not released)", rep)
+	}
 	item.Lenient = true
 	ack, err = handoff(t, h, id, withSettle(t, packFor(t, "S1 S2"), item))
 	if err != nil {
@@ -183,6 +190,21 @@ func TestUnansweredSettleRefusesHandover(t *testing.T) {
 	if runs := countRuns(t, recFile, "S1"); runs != 1 {
 		t.Fatalf("S1 ran %d times, want 1 (the refused hand-off must not run)", runs)
 	}
+	waitNotHeld(t, h, id, journal.StepKey("wf-test", "0"))
+	if rep := offerWatcherTo(t, h, id, journal.StepKey("wf-test", "0")); !rep.OK || !rep.Released || rep.NeverTook {
+		t.Fatalf("watcher offered for the step taken and handed on: %+v, want released", rep)
+	}
+}
+
+// offerWatcherTo offers h as a watcher of step key at attempt 0 held at id.
+func offerWatcherTo(t *testing.T, h host.Host, id peer.ID, key string) api.GuardReply {
+	t.Helper()
+	var rep api.GuardReply
+	msg := api.HeldAddWatcher{Key: key, Attempt: 0, Watcher: peerRef(h)}
+	if err := rpc.CallCBOR(context.Background(), h, id, msg.Protocol(), msg, &rep, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // TestSecondSuccessorRefused is guard invariant G8 on real nodes: a
@@ -607,5 +629,56 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the new actor never got the branch end the old actor replicated to the replica")
+	}
+}
+
+// TestJoinCopyThatMissedABranchStartIsToldLater is join J6 at a real
+// node: a branch's first holder registers with every copy of the join
+// before it acknowledges, and the item counts as settled once one copy
+// answered — so a copy whose call failed (a stream reset here) did not
+// learn who holds the branch, and taking the join over later it started
+// the branch a second time (seen in isolate-join-holder: a branch step
+// run twice). The holder now tells such a copy once it has taken the
+// work (completeSettle). The copies are real libp2p hosts; the one that
+// failed the first call records what reaches it afterwards.
+func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
+	nf, _, _ := recordingNode(t, "")
+	copyHost := func() host.Host {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	answering, missing := copyHost(), copyHost()
+	rpc.Serve(answering, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+	var calls atomic.Int32
+	told := make(chan api.JoinBranch, 4)
+	rpc.Serve(missing, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		if calls.Add(1) == 1 {
+			return nil // the first call fails: the stream is reset
+		}
+		var m api.JoinBranch
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+			return nil
+		}
+		told <- m
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+	h, id := rawHost(t, nf)
+	item := pack.Settle{Kind: pack.SettleBranchStarted, Key: "j-missed", Branch: 1, Peers: []pack.Peer{peerRef(answering), peerRef(missing)}, Epoch: 0, Actor: answering.ID().String()}
+	if ack, err := handoff(t, h, id, withSettle(t, packFor(t, "S1"), item)); err != nil || !ack.OK {
+		t.Fatalf("branch start: %v %+v, want OK (one copy answered)", err, ack)
+	}
+	select {
+	case m := <-told:
+		if m.Key != "j-missed" || m.Branch != 1 || m.Holder.ID != nf.PeerID {
+			t.Fatalf("the copy was told %+v, want branch 1 of j-missed held by %s", m, nf.PeerID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the copy whose call failed was never told who holds the branch (%d calls)", calls.Load())
 	}
 }

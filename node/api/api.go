@@ -274,6 +274,10 @@ type GuardReply struct {
 	Active bool `cbor:"8,keyasint,omitempty"`
 	// Origin carries a finished workflow's completion (origin-status).
 	Origin *OriginMsg `cbor:"9,keyasint,omitempty"`
+	// NeverTook (HeldAddWatcher): the asked peer does not hold the step at
+	// that attempt and never took it — it refused the hand-over as
+	// unsettled — so it did not move on either (node/guard G10).
+	NeverTook bool `cbor:"10,keyasint,omitempty"`
 }
 
 // RefusedPeer is a peer a node refused recently: its connection was closed

@@ -82,6 +82,15 @@
 //     re-route's target is not told as a guardian, and its copy would
 //     otherwise release the old attempt to a holder cut off during the
 //     re-route, which then started a second chain.
+//   - G10 (a copy of work nobody took is re-routed, not dropped): a
+//     holder that answers it never took the attempt ([NeverTook]: it
+//     refused the hand-over as unsettled, and its sender, unable to hand
+//     the step to it again, guards it there) is not read as having moved
+//     on: the primary re-routes the step as on a hand-back, and a backup
+//     asks the primary first (G3). Read as "moved on", the copy was
+//     dropped and the step lost (reliability-core "Left undone" 6). A
+//     holder answers so only when it remembers that refusal; a G8-refused
+//     receiver never answers so (it is not the peer its sender guards).
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -399,6 +408,16 @@ type BackupAdded struct {
 // Prune: forget a tombstone older than Before (a copy is never pruned).
 type Prune struct{ Before time.Time }
 
+// NeverTook: asked to take this peer as its watcher, Holder answered that
+// it never took the step at Attempt (it refused the hand-over as
+// unsettled, after it had registered as the successor with some
+// guardians of the step before), so nothing moved on from it either (G10).
+type NeverTook struct {
+	Holder  string
+	Attempt int
+	Why     string
+}
+
 // NewerAttempt: this peer was handed Attempt of the step (it is a
 // re-route's target, which no guardian tells as one). A copy of an older
 // attempt was re-routed, whoever told whom: it is released as the
@@ -422,6 +441,7 @@ func (Aborted) isEvent()       {}
 func (BackupAdded) isEvent()   {}
 func (Prune) isEvent()         {}
 func (NewerAttempt) isEvent()  {}
+func (NeverTook) isEvent()     {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -535,6 +555,18 @@ func (g *Guard) Step(ev Event) Ready {
 		}
 		g.copy.Backups = append(g.copy.Backups, e.Peer)
 		return Ready{Persist: PersistSave}
+	case NeverTook:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{}
+		}
+		if g.copy.Role == RoleBackup {
+			// G3: the primary decides; it is asked first.
+			return Ready{AskPrimary: &Ask{Primary: g.copy.Primary, Silent: e.Holder, Attempt: g.copy.Attempt, Why: e.Why}}
+		}
+		// The holder answered: nothing to confirm about its silence.
+		o := g.order(e.Why)
+		o.Handback = true
+		return Ready{Reroute: o}
 	case NewerAttempt:
 		if g.copy == nil || g.copy.Attempt >= e.Attempt {
 			return Ready{}

@@ -69,6 +69,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = BackupAdded{Peer: pack.Peer{ID: a["peer"]}, Attempt: script.Int(t, a, "attempt", 0)}
 	case "prune":
 		ev = Prune{Before: clock(t, a)}
+	case "never-took":
+		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it"}
 	case "newer-attempt":
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
@@ -140,7 +142,11 @@ func ready(r Ready) string {
 		parts = append(parts, "dropped")
 	}
 	if o := r.Reroute; o != nil {
-		parts = append(parts, fmt.Sprintf("reroute(holder=%s attempt=%d tried=%s)", o.Holder.ID, o.Attempt, strings.Join(o.Tried, ",")))
+		hb := ""
+		if o.Handback {
+			hb = " handback"
+		}
+		parts = append(parts, fmt.Sprintf("reroute(holder=%s attempt=%d tried=%s%s)", o.Holder.ID, o.Attempt, strings.Join(o.Tried, ","), hb))
 	}
 	if q := r.AskPrimary; q != nil {
 		parts = append(parts, fmt.Sprintf("ask-primary(%s about %s@%d)", q.Primary.ID, q.Silent, q.Attempt))

@@ -62,7 +62,10 @@
 //     pack to the first again: a first that holds it, or ran it and handed
 //     it on, answers as taken; one that registered and then dropped the
 //     pack takes it now (node handToFirst). A re-routed start (a newer
-//     attempt) replaces the holder.
+//     attempt) replaces the holder. The registration counts once one copy
+//     answered; a copy whose call failed is told again once the holder
+//     has taken the pack (node completeSettle), or taking the join over
+//     later it would start the branch a second time.
 //   - J7 (one continuation after a false suspicion): a copy that takes
 //     over acts at the next epoch and tells every other copy, the primary
 //     included (NewActor); an acting copy that hears of a newer actor

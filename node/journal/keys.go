@@ -18,6 +18,11 @@ func PackKey(workflowID, stepPath string, attempt int) string {
 	return fmt.Sprintf("%s/%s/%0*d", workflowID, stepPath, attemptDigits, attempt)
 }
 
+// AttemptKey is PackKey of the step stepKey (a StepKey) at attempt.
+func AttemptKey(stepKey string, attempt int) string {
+	return fmt.Sprintf("%s/%0*d", stepKey, attemptDigits, attempt)
+}
+
 // StepKey is the key of a step in flight, whatever its attempt:
 // "WORKFLOW/STEPPATH". Guard copies (BucketOutbox) and the guard protocol
 // use it.
