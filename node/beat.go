@@ -419,10 +419,16 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 		if rep.NeverTook {
 			// G10: nobody took the step there; the machine decides.
 			n.log.Info("the holder never took this step (it refused it as unsettled)", "peer", rpc.ShortID(holder), "key", c.key, "attempt", c.attempt)
-			if _, err := n.stepGuard(c.key, guard.NeverTook{Holder: hid, Attempt: c.attempt, Why: "holder " + rpc.ShortID(holder) + " never took it (refused the hand-over as unsettled)"}); err != nil {
+			rd, err := n.stepGuard(c.key, guard.NeverTook{Holder: hid, Attempt: c.attempt, At: time.Now().UTC(),
+				Why: "holder " + rpc.ShortID(holder) + " never took it (refused the hand-over as unsettled)"})
+			if err != nil {
 				n.log.Error("step guard", "event", "NeverTook", "key", c.key, "err", err)
 			}
-			kept++
+			if rd.Dropped {
+				dropped = append(dropped, c.key)
+			} else {
+				kept++
+			}
 			continue
 		}
 		if !rep.Released {

@@ -86,11 +86,15 @@
 //     holder that answers it never took the attempt ([NeverTook]: it
 //     refused the hand-over as unsettled, and its sender, unable to hand
 //     the step to it again, guards it there) is not read as having moved
-//     on: the primary re-routes the step as on a hand-back, and a backup
-//     asks the primary first (G3). Read as "moved on", the copy was
-//     dropped and the step lost (reliability-core "Left undone" 6). A
-//     holder answers so only when it remembers that refusal; a G8-refused
-//     receiver never answers so (it is not the peer its sender guards).
+//     on: the primary — the sender, which guards the step there after it
+//     gave up handing it to that holder again — re-routes the step as on a
+//     hand-back. Read as "moved on", the copy was dropped and the step
+//     lost (reliability-core "Left undone" 6). A backup drops its copy as
+//     before: the refusing holder recruited it while taking the hand-over,
+//     and the sender may still be handing the step to another peer (a
+//     backup that re-routed there ran the step twice in a loop of
+//     isolate-join-holder). A holder answers so only when it remembers
+//     that refusal.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -416,6 +420,7 @@ type NeverTook struct {
 	Holder  string
 	Attempt int
 	Why     string
+	At      time.Time
 }
 
 // NewerAttempt: this peer was handed Attempt of the step (it is a
@@ -560,8 +565,13 @@ func (g *Guard) Step(ev Event) Ready {
 			return Ready{}
 		}
 		if g.copy.Role == RoleBackup {
-			// G3: the primary decides; it is asked first.
-			return Ready{AskPrimary: &Ask{Primary: g.copy.Primary, Silent: e.Holder, Attempt: g.copy.Attempt, Why: e.Why}}
+			// A backup's copy of work its holder never took was stored by
+			// that holder while it was taking the hand-over it then
+			// refused: the sender (the primary) still has the work, or
+			// gave up and guards the step itself. Dropped, as before G10.
+			rd := g.forget(e.Attempt, e.At)
+			rd.Dropped = true
+			return rd
 		}
 		// The holder answered: nothing to confirm about its silence.
 		o := g.order(e.Why)

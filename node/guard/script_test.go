@@ -70,7 +70,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "prune":
 		ev = Prune{Before: clock(t, a)}
 	case "never-took":
-		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it"}
+		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it", At: clock(t, a)}
 	case "newer-attempt":
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
