@@ -68,12 +68,17 @@ func TestSupersededChainCompletionRefused(t *testing.T) {
 
 // withSettle returns the pack raw with its settle list set to items.
 func withSettle(t *testing.T, raw []byte, items ...pack.Settle) []byte {
+	return editPack(t, raw, func(p *pack.Pack) { p.Settle = items })
+}
+
+// editPack decodes raw, lets edit change the pack and encodes it again.
+func editPack(t *testing.T, raw []byte, edit func(*pack.Pack)) []byte {
 	t.Helper()
 	p, err := pack.Decode(raw, pack.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Settle = items
+	edit(p)
 	b, err := pack.Encode(p)
 	if err != nil {
 		t.Fatal(err)
@@ -109,22 +114,7 @@ func countRuns(t *testing.T, recFile, svc string) int {
 // waitHandedOn waits until the events file shows step handed on.
 func waitHandedOn(t *testing.T, evFile, step string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs, err := events.Read(evFile)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Type == events.HandedOn && e.Step == step {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step %s was not handed on within 30s", step)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitEvents(t, evFile, events.HandedOn, step, 1)
 }
 
 // recordingNode starts a testnet-timed node offering every S* service
@@ -450,32 +440,44 @@ func handToAThenB(t *testing.T, af, bf api.NodeFile, payload []byte) (host.Host,
 
 // withOrigin returns raw with its origin set to origin.
 func withOrigin(t *testing.T, raw []byte, origin pack.Peer) []byte {
-	t.Helper()
-	p, err := pack.Decode(raw, pack.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Origin = []pack.Peer{origin}
-	b, err := pack.Encode(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return editPack(t, raw, func(p *pack.Pack) { p.Origin = []pack.Peer{origin} })
 }
 
 // withTrace returns raw with trace set to entries.
 func withTrace(t *testing.T, raw []byte, entries ...pack.TraceEntry) []byte {
+	return editPack(t, raw, func(p *pack.Pack) { p.Trace = entries })
+}
+
+// serveRecording answers requests on proto at h with OK, after failing
+// (resetting the stream of) the first failFirst calls, and sends every
+// request it answered, decoded, to the returned channel; calls counts them
+// all.
+func serveRecording[T any](h host.Host, proto string, failFirst int32) (got <-chan T, calls *atomic.Int32) {
+	ch := make(chan T, 16)
+	calls = &atomic.Int32{}
+	rpc.Serve(h, proto, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		if calls.Add(1) <= failFirst {
+			return nil
+		}
+		var m T
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+			return nil
+		}
+		ch <- m
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+	return ch, calls
+}
+
+// listeningHost starts a libp2p host on loopback, closed when t ends.
+func listeningHost(t *testing.T) host.Host {
 	t.Helper()
-	p, err := pack.Decode(raw, pack.DefaultLimits())
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Trace = entries
-	b, err := pack.Encode(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	t.Cleanup(func() { h.Close() })
+	return h
 }
 
 // waitEvents waits until the events file shows n events of type typ for
@@ -571,20 +573,8 @@ func TestChainsOfOneStepToldApart(t *testing.T) {
 func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
 	joinReplicaAt(t, nf, "j-relay")
-	newActor, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { newActor.Close() })
-	got := make(chan api.JoinUpdate, 4)
-	rpc.Serve(newActor, api.ProtoJoinUpdate, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
-		var m api.JoinUpdate
-		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
-			return nil
-		}
-		got <- m
-		return rpc.MustCBOR(api.GuardReply{OK: true})
-	})
+	newActor := listeningHost(t)
+	got, _ := serveRecording[api.JoinUpdate](newActor, api.ProtoJoinUpdate, 0)
 
 	h, id := rawHost(t, nf)
 	call := func(m api.GuardRequest) api.GuardReply {
@@ -605,11 +595,7 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	}
 	// The update comes from a peer that is not the new actor (the old
 	// actor stands for any).
-	hp, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hp.Close() })
+	hp := listeningHost(t)
 	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -643,31 +629,11 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 // failed the first call records what reaches it afterwards.
 func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
-	copyHost := func() host.Host {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	answering, missing := copyHost(), copyHost()
+	answering, missing := listeningHost(t), listeningHost(t)
 	rpc.Serve(answering, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.GuardReply{OK: true})
 	})
-	var calls atomic.Int32
-	told := make(chan api.JoinBranch, 4)
-	rpc.Serve(missing, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
-		if calls.Add(1) == 1 {
-			return nil // the first call fails: the stream is reset
-		}
-		var m api.JoinBranch
-		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
-			return nil
-		}
-		told <- m
-		return rpc.MustCBOR(api.GuardReply{OK: true})
-	})
+	told, calls := serveRecording[api.JoinBranch](missing, api.ProtoJoinBranch, 1) // the first call fails
 	h, id := rawHost(t, nf)
 	item := pack.Settle{Kind: pack.SettleBranchStarted, Key: "j-missed", Branch: 1, Peers: []pack.Peer{peerRef(answering), peerRef(missing)}, Epoch: 0, Actor: answering.ID().String()}
 	if ack, err := handoff(t, h, id, withSettle(t, packFor(t, "S1"), item)); err != nil || !ack.OK {
