@@ -72,8 +72,8 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if n.isCancelled(p) {
 		return refuse(api.CodeCancelled, "workflow "+p.WorkflowID+" was cancelled")
 	}
-	if e, ended := n.handedOn.ended(heldKey(p)); ended {
-		if ack, answered := n.endedBefore(p, head, e); answered {
+	if e, ended := n.handedOn.get(heldKey(p)); ended {
+		if ack, answered := n.endedBefore(p, head, e.v); answered {
 			return ack
 		}
 	}
@@ -160,7 +160,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
 	case r.Code == held.CodeUnsettled:
-		n.unsettled.add(rec.Key, time.Now())
+		n.unsettled.put(rec.Key, time.Now(), struct{}{})
 		n.log.Warn("refusing an unsettled hand-over", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID), "err", r.Error)
 		return refuse(api.CodeUnsettled, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	case !r.OK:
@@ -186,10 +186,9 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 // newer chain it is not answered (answered false) and is taken afresh.
 func (n *Node) endedBefore(p *pack.Pack, head *grammar.Service, e handedOnEntry) (ack api.Ack, answered bool) {
 	log := n.log.With("workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "attempt", p.Attempt)
-	switch p.Lineage().Compare(e.lineage) {
+	switch order, refusal := n.chainOrder(p, e.lineage, "ended"); order {
 	case -1:
-		log.Info("a step this peer ran for a newer chain was handed here by an older one; refused", "lineage", p.Lineage().String(), "newer", e.lineage.String())
-		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: step %s attempt %d ended at peer %s in a chain that re-routed this one; this chain stops here", p.WorkflowID, head.Path, p.Attempt, rpc.ShortID(n.host.ID()))}, true
+		return refusal, true
 	case 1:
 		log.Info("a step this peer ended for an older chain was handed here by a newer one; taking it", "lineage", p.Lineage().String(), "older", e.lineage.String())
 		return api.Ack{}, false
@@ -200,6 +199,21 @@ func (n *Node) endedBefore(p *pack.Pack, head *grammar.Service, e handedOnEntry)
 	}
 	log.Info("a step this peer ran and handed on was handed here again; answered as taken")
 	return api.Ack{OK: true}, true
+}
+
+// chainOrder compares the chain of p with the chain of the same step and
+// attempt that this peer holds or ended ("held", "ended"), mine: -1 when
+// p's chain is the older one, with the superseded refusal that stops it
+// here (I1); +1 when p's is the newer; 0 when they are the same chain.
+func (n *Node) chainOrder(p *pack.Pack, mine pack.Lineage, how string) (int, api.Ack) {
+	order := p.Lineage().Compare(mine)
+	if order >= 0 {
+		return order, api.Ack{}
+	}
+	path := headPath(p)
+	n.log.Info("a step of a newer chain is "+how+" here; an older chain's hand-off of it refused", "workflow", p.WorkflowID, "step", path, "attempt", p.Attempt, "lineage", p.Lineage().String(), "newer", mine.String())
+	return order, api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: peer %s %s step %s attempt %d in a chain that re-routed this one; this chain stops here",
+		p.WorkflowID, rpc.ShortID(n.host.ID()), how, path, p.Attempt)}
 }
 
 // noteNewerAttempt marks the guard copy of key re-routed when it is of an
@@ -235,10 +249,9 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 	// chain is sent to another peer while this peer holds the older one
 	// (one record per step and attempt), not answered as the older one
 	// ends — a newer chain told "superseded" would drop its work.
-	switch p.Lineage().Compare(s.view().Record().Pack.Lineage()) {
+	switch order, refusal := n.chainOrder(p, s.view().Record().Pack.Lineage(), "held"); order {
 	case -1:
-		n.log.Info("a step this peer holds for a newer chain was handed here by an older one; refused", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
-		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for a chain that re-routed this one; this chain stops here", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}
+		return refusal
 	case 1:
 		n.log.Info("a step this peer holds for an older chain was handed here by a newer one; sent elsewhere", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
 		return api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for an older chain; try another peer", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}

@@ -44,8 +44,8 @@ func TestHandedOnMemoryKeepsLineageAcrossRestart(t *testing.T) {
 		{"wf/5/000", false, ""},
 		{"wf/6/000", true, ""},
 	} {
-		e, ok := n.handedOn.ended(c.key)
-		if !ok || e.superseded != c.superseded || e.lineage.String() != c.lineage || !e.at.Equal(at) {
+		e, ok := n.handedOn.get(c.key)
+		if !ok || e.v.superseded != c.superseded || e.v.lineage.String() != c.lineage || !e.at.Equal(at) {
 			t.Errorf("%s after a restart: %+v (remembered %v), want superseded=%v lineage %q at %s", c.key, e, ok, c.superseded, c.lineage, at)
 		}
 	}

@@ -148,7 +148,7 @@ func (n *Node) persistHeld(s *heldSlot, m *held.Holder, p held.Persist) error {
 			return tx.Delete(journal.BucketPacks, rec.Key)
 		})
 		if err == nil && remember {
-			n.handedOn.add(rec.Key, now, superseded, rec.Pack.Lineage())
+			n.handedOn.put(rec.Key, now, handedOnEntry{superseded: superseded, lineage: rec.Pack.Lineage()})
 		}
 		return err
 	}
@@ -375,7 +375,8 @@ func (n *Node) offerWatcher(gkey string, attempt int, g pack.Peer) api.GuardRepl
 	s := n.helds.find(gkey, attempt)
 	if s == nil {
 		key := journal.AttemptKey(gkey, attempt)
-		if _, ended := n.handedOn.ended(key); !ended && n.unsettled.has(key) {
+		_, ended := n.handedOn.get(key)
+		if _, refused := n.unsettled.get(key); refused && !ended {
 			// Refused as unsettled and never taken: it did not move on
 			// from here either (node/guard G10).
 			return api.GuardReply{OK: true, NeverTook: true}

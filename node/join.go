@@ -446,7 +446,7 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 // pushResults sends every branch end this copy recorded to every other
 // copy, all at once (an acting copy records an update it lacks as a branch
 // end, J2). A copy that does not answer is asked again, on a fresh
-// connection, until it answers or pushGiveUp passes: this copy learnt of
+// connection, until it answers (callUntilAnswered): this copy learnt of
 // the takeover because a cut healed, and the new actor may be the one
 // peer that has not got the ends — without them it would wait for ever
 // (seen in isolate-join-holder: the one push failed on libp2p's dial
@@ -469,38 +469,15 @@ func (n *Node) pushResults(ctx context.Context, c *joinCopy) {
 	n.log.Info("a newer actor took this join over: pushed its branch ends to the other copies", "join", rec.ID, "results", len(rec.Results))
 }
 
-// pushGiveUp bounds how long pushResults asks a copy that does not answer:
-// well past the partitions the mesh is expected to ride out, after which
-// a copy still silent is taken for gone (its peers take the join over).
-const pushGiveUp = 2 * time.Minute
-
-// pushResult sends one branch end to copy to until it answers (whatever
-// it answers) or pushGiveUp passes (pushResults, and join J9's relay).
+// pushResult sends one branch end to copy to until it answers
+// (callUntilAnswered; pushResults, and join J9's relay).
 func (n *Node) pushResult(ctx context.Context, to pack.Peer, msg api.JoinUpdate) {
-	deadline := time.Now().Add(pushGiveUp)
-	wait := 250 * time.Millisecond
-	for try := 1; ; try++ {
-		rep, err := n.guardCallRedial(ctx, to, msg, replicateTimeout)
-		if err == nil {
-			if !rep.OK {
-				n.log.Info("join copy refused a branch end sent to it", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "err", rep.Error)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			n.log.Warn("join copy did not take a branch end sent to it; giving up", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "tries", try, "err", err)
-			return
-		}
-		n.log.Info("join copy did not take a branch end sent to it; trying again", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "try", try, "err", err)
-		if id, derr := peer.Decode(to.ID); derr == nil {
-			n.redial(id) // a mute connection or the cut's dial backoff
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
+	rep, tries, err := n.callUntilAnswered(ctx, to, msg, replicateTimeout)
+	switch {
+	case err != nil:
+		n.log.Warn("join copy did not take a branch end sent to it; giving up", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "tries", tries, "err", err)
+	case !rep.OK:
+		n.log.Info("join copy refused a branch end sent to it", "join", msg.Key, "copy", rpc.ShortIDString(to.ID), "branch", msg.Delivery.Branch, "err", rep.Error)
 	}
 }
 

@@ -208,9 +208,13 @@ type Node struct {
 	mu    sync.Mutex
 	helds *heldTable // its own lock
 	// handedOn remembers work run here and handed on (handedon.go).
-	handedOn *handedOnSet
-	// unsettled remembers hand-overs refused as unsettled (handedon.go).
-	unsettled *unsettledSet
+	handedOn *timedSet[handedOnEntry]
+	// unsettled remembers the held keys this peer refused as unsettled
+	// and did not take since (for handedOnMemory, not journaled): the
+	// sender may end up guarding this peer for that attempt, and a
+	// guardian that asks is told it never took it (api.GuardReply.
+	// NeverTook, node/guard G10), not that it moved on.
+	unsettled *timedSet[struct{}]
 	guards    *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
@@ -296,8 +300,8 @@ func New(cfg Config) (*Node, error) {
 		announceNow:     make(chan struct{}, 1),
 		joins:           newJoinTable(),
 		helds:           newHeldTable(),
-		handedOn:        newHandedOnSet(),
-		unsettled:       newUnsettledSet(),
+		handedOn:        newTimedSet[handedOnEntry](),
+		unsettled:       newTimedSet[struct{}](),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

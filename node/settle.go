@@ -128,14 +128,11 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 	return took.missed, err
 }
 
-// completeSettleGiveUp bounds how long completeSettle asks a join copy.
-const completeSettleGiveUp = 2 * time.Minute
-
 // completeSettle tells the join copies that missed it (settleMissing)
 // what the others recorded — which peer holds a branch start, which took
-// a continuation — asking each until it answers or completeSettleGiveUp
-// passes. Called once the work is taken here, never for a refused
-// hand-over (a copy must not record a holder that refused).
+// a continuation — asking each until it answers (callUntilAnswered).
+// Called once the work is taken here, never for a refused hand-over (a
+// copy must not record a holder that refused).
 func (n *Node) completeSettle(items []pack.Settle, attempt int, by string, missed []tookAnswer) {
 	self := n.self()
 	for _, m := range missed {
@@ -145,29 +142,45 @@ func (n *Node) completeSettle(items []pack.Settle, attempt int, by string, misse
 		}
 		to, msg := m.to, settleMsg(it, attempt, self, by)
 		n.spawn(func(ctx context.Context) {
-			deadline := time.Now().Add(completeSettleGiveUp)
-			wait := 250 * time.Millisecond
-			for try := 1; ; try++ {
-				_, err := n.guardCallRedial(ctx, to, msg, settleCallTimeout)
-				if err == nil {
-					n.log.Info("a join copy that missed a settle has it now", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "tries", try)
-					return
-				}
-				if time.Now().After(deadline) {
-					n.log.Warn("a join copy that missed a settle does not answer; giving up", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "err", err)
-					return
-				}
-				if id, derr := peer.Decode(to.ID); derr == nil {
-					n.redial(id)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(wait):
-				}
-				wait = min(2*wait, 5*time.Second)
+			if _, tries, err := n.callUntilAnswered(ctx, to, msg, settleCallTimeout); err != nil {
+				n.log.Warn("a join copy that missed a settle does not answer; giving up", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "tries", tries, "err", err)
+			} else {
+				n.log.Info("a join copy that missed a settle has it now", "op", msg.Protocol(), "key", it.Key, "peer", rpc.ShortIDString(to.ID), "tries", tries)
 			}
 		})
+	}
+}
+
+// untilAnsweredGiveUp bounds how long callUntilAnswered asks: well past
+// the partitions the mesh is expected to ride out, after which a peer
+// still silent is taken for gone (its peers take its work over).
+const untilAnsweredGiveUp = 2 * time.Minute
+
+// callUntilAnswered sends m to peer to, each try within d, until it
+// answers (whatever it answers) or untilAnsweredGiveUp passes, on a fresh
+// connection after each failure (a connection a cut left mute, the dial
+// backoff of the cut) and backing off from 250 ms to 5 s. It returns the
+// answer and the tries it took, or the last failure. For state another
+// peer must not miss: join branch ends (pushResult) and join settles a
+// copy missed (completeSettle).
+func (n *Node) callUntilAnswered(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) (api.GuardReply, int, error) {
+	deadline := time.Now().Add(untilAnsweredGiveUp)
+	wait := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		rep, err := n.guardCallRedial(ctx, to, m, d)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return rep, try, err
+		}
+		n.log.Debug("no answer; asking again on a fresh connection", "op", m.Protocol(), "peer", rpc.ShortIDString(to.ID), "try", try, "err", err)
+		if id, derr := peer.Decode(to.ID); derr == nil {
+			n.redial(id)
+		}
+		select {
+		case <-ctx.Done():
+			return rep, try, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -588,11 +588,6 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	if rep := call(api.JoinActor{Key: "j-relay", Holder: peerRef(newActor), Epoch: 1}); !rep.OK {
 		t.Fatalf("new actor: %+v", rep)
 	}
-	select {
-	case m := <-got:
-		t.Fatalf("relayed %+v before the replica recorded any branch end", m)
-	default:
-	}
 	// The update comes from a peer that is not the new actor (the old
 	// actor stands for any).
 	hp := listeningHost(t)
