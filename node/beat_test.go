@@ -323,3 +323,40 @@ func guardedAtAttempt0(t *testing.T) (*logLines, api.NodeFile, *fakeHolder, stri
 	}
 	return lines, nf, f, key
 }
+
+// A backup guardian whose holder dies asks the primary; a primary that
+// keeps no copy of the step (it was still handing the step again to the
+// holder, which had taken it first) answers "not known", and the backup
+// re-routes (node/guard G3). It now tells that primary of the re-route
+// (G7): a release of the old attempt, marked re-routed, so the primary
+// answers the cut-off holder's late release superseded. Before, the
+// primary answered it as a plain release and the holder's old chain ran an
+// at-most-once step a second time (tenth session, isolate-join-holder).
+// The primary is a real libp2p host that records what reaches it.
+func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
+	lines := newLogLines()
+	nf := startGuardian(t, lines)
+	primary := listeningHost(t)
+	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		return rpc.MustCBOR(api.GuardReply{OK: true}) // no copy: not known
+	})
+	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	const key = "wf-test|0"
+	store := api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: f.ref(), Primary: peerRef(primary)}
+	if rep := f.guard(t, store); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	if err := f.h.Close(); err != nil { // the holder loses power
+		t.Fatal(err)
+	}
+	lines.waitFor(t, "msg=re-routing", "key="+key, "attempt=1")
+	select {
+	case m := <-told:
+		if m.Key != key || m.Attempt != 0 || !m.Rerouted {
+			t.Fatalf("the primary was told %+v, want attempt 0 of %s released as re-routed", m, key)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the primary that kept no copy was never told of the backup's re-route")
+	}
+}

@@ -126,7 +126,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	missed, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String())
+	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String())
 	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
 	} else if errors.Is(err, errSuperseded) {
@@ -168,13 +168,13 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
 	n.unsettled.remove(rec.Key)
-	n.completeSettle(p.Settle, p.Attempt, n.host.ID().String(), missed)
+	n.completeSettle(p.Settle, p.Attempt, n.host.ID().String(), answers.missed)
 	taken = true
 	n.spawn(func(ctx context.Context) {
 		defer n.bulk.Leave(rec.Key) // if it ends without running
 		n.process(ctx, s)
 	})
-	return api.Ack{OK: true, Guardians: rd.Reply.Guardians}
+	return api.Ack{OK: true, Guardians: rd.Reply.Guardians, Released: releasedGuardians(p.Settle, answers.got)}
 }
 
 // endedBefore answers a hand-off of a step and attempt that ended here
@@ -503,16 +503,24 @@ var errChainSuperseded = fmt.Errorf("%w: %w", errCancelled, errSuperseded)
 // the chain was superseded (the caller's work is superseded, not handed
 // on), and nil otherwise: a failure is reported to the join or origin.
 func (n *Node) dispatch(ctx context.Context, p *pack.Pack) error {
+	_, err := n.dispatchReleased(ctx, p)
+	return err
+}
+
+// dispatchReleased is dispatch that also returns the guardians of the
+// step before that the next holder released when it took a service head
+// (api.Ack.Released): the sender need not release them again.
+func (n *Node) dispatchReleased(ctx context.Context, p *pack.Pack) ([]string, error) {
 	head, rest, err := n.peelWaiting(ctx, p)
 	if errors.Is(err, errCancelled) || ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		msg := fmt.Sprintf("workflow %s: %v", p.WorkflowID, err)
 		if ferr := n.finishBranch(ctx, p, false, msg); ferr != nil {
 			n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
 		}
-		return nil
+		return nil, nil
 	}
 	switch head.Kind {
 	case grammar.HeadService:
@@ -522,47 +530,61 @@ func (n *Node) dispatch(ctx context.Context, p *pack.Pack) error {
 		}
 		p.Workflow = &grammar.Workflow{Steps: steps}
 		p.Attempt = 0
-		if err := n.handoff(ctx, p, nil); err != nil {
-			if errors.Is(err, errSuperseded) {
-				return errSuperseded
-			}
-			if errors.Is(err, errCancelled) || ctx.Err() != nil {
-				return nil
-			}
-			if ferr := n.finishBranch(ctx, p, false, err.Error()); ferr != nil {
-				n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
-			}
+		released, err := n.handoff(ctx, p, nil)
+		if err == nil {
+			return released, nil
+		}
+		if errors.Is(err, errSuperseded) {
+			return nil, errSuperseded
+		}
+		if errors.Is(err, errCancelled) || ctx.Err() != nil {
+			return nil, nil
+		}
+		if ferr := n.finishBranch(ctx, p, false, err.Error()); ferr != nil {
+			n.log.Error("report failure", "workflow", p.WorkflowID, "err", ferr)
 		}
 	default:
 		n.startJoin(ctx, p, head, rest)
 	}
-	return nil
+	return nil, nil
 }
 
 // handoff sends p (whose head is a service) to a chosen peer and waits for
 // its ack. avoid lists peers to skip if any other can run the step (FORK
 // siblings). It keeps trying other peers on refusals and errors, and waits
 // up to NoPeerWait for a provider to appear.
-func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) error {
+func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) ([]string, error) {
 	head, err := p.Head()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	target, backups, err := n.handoffExcluding(ctx, p, avoid, nil)
+	h, err := n.handoffExcluding(ctx, p, avoid, nil)
 	if err != nil {
-		return fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
+		return nil, fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
 	}
-	n.guardHandedOff(p, target, nil, backups)
-	return nil
+	n.guardHandedOff(p, h, nil)
+	return h.released, nil
 }
 
-// handoffExcluding is handoff returning the peer that took the pack and the
-// backup guardians it recruited; peers in never are never chosen (they
-// went silent on this step).
-func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (peer.ID, []pack.Peer, error) {
+// handedOff is a hand-off that was taken: by which peer, the backup
+// guardians it recruited, the guardians of the step before that it
+// released when it settled (api.Ack.Released), and the pack's bytes as
+// sent (nil for a hand-off to this peer), which the sender's guard copy
+// keeps instead of encoding the pack again.
+type handedOff struct {
+	to       peer.ID
+	backups  []pack.Peer
+	released []string
+	raw      []byte
+}
+
+// handoffExcluding is handoff returning the hand-off that was taken (the
+// peer, its backups, the guardians it released, the bytes sent); peers in
+// never are never chosen (they went silent on this step).
+func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (handedOff, error) {
 	head, err := p.Head()
 	if err != nil {
-		return "", nil, err
+		return handedOff{}, err
 	}
 	exclude := map[peer.ID]bool{}
 	for id := range never {
@@ -583,9 +605,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	// takes, until UnsettledGiveUp: then unanswering guardians count as
 	// gone (they were killed, not cut off).
 	var unsettled unsettledClock
+	var data []byte
 	for {
 		if n.isCancelled(p) {
-			return "", nil, errCancelled
+			return handedOff{}, errCancelled
 		}
 		n.mu.Lock()
 		wake := n.returned
@@ -598,7 +621,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			unsettled.maybeLenient(ctx, n, p.WorkflowID, p.Settle)
 			select {
 			case <-ctx.Done():
-				return "", nil, ctx.Err()
+				return handedOff{}, ctx.Err()
 			case <-time.After(time.Second):
 			}
 			clear(exclude)
@@ -616,7 +639,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				if skipped := n.passedOver(head.Name); len(skipped) > 0 {
 					why += "; passed over: " + strings.Join(skipped, ", ")
 				}
-				return "", nil, fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
+				return handedOff{}, fmt.Errorf("%s after waiting %s", why, n.cfg.NoPeerWait)
 			}
 			// Wait for a peer to appear, or retry those that refused.
 			wait := 500 * time.Millisecond
@@ -625,7 +648,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			select {
 			case <-ctx.Done():
-				return "", nil, ctx.Err()
+				return handedOff{}, ctx.Err()
 			case <-wake:
 			case <-time.After(wait):
 			}
@@ -646,13 +669,13 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			ack := n.accept(ctx, p.Clone(), nil)
 			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
 			if ack.OK {
-				return target, ack.Guardians, nil
+				return handedOff{to: target, backups: ack.Guardians, released: ack.Released}, nil
 			}
 			if ack.Code == api.CodeCancelled {
-				return "", nil, errCancelled
+				return handedOff{}, errCancelled
 			}
 			if ack.Code == api.CodeSuperseded {
-				return "", nil, errChainSuperseded
+				return handedOff{}, errChainSuperseded
 			}
 			if id, ok := n.takenAt(p, ack); ok {
 				return n.handToFirst(ctx, p, id)
@@ -668,9 +691,11 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			refusals = append(refusals, ack.Error)
 			continue
 		}
-		data, err := pack.Encode(p)
-		if err != nil {
-			return "", nil, fmt.Errorf("encode pack: %w", err)
+		if data == nil {
+			// Encoded once: p does not change while peers are tried.
+			if data, err = pack.Encode(p); err != nil {
+				return handedOff{}, fmt.Errorf("encode pack: %w", err)
+			}
 		}
 		done, err := n.breakers.Begin(target.String())
 		if err != nil {
@@ -692,20 +717,20 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.OK {
 				n.tt.view.Alive(target.String())
 				n.pres.noteTaken(target)
-				return target, ack.Guardians, nil
+				return handedOff{to: target, backups: ack.Guardians, released: ack.Released, raw: data}, nil
 			}
 			if ack.Code == api.CodeCancelled {
-				return "", nil, errCancelled
+				return handedOff{}, errCancelled
 			}
 			if ack.Code == api.CodeSuperseded {
 				// This chain was re-routed upstream; it ends here.
-				return "", nil, errChainSuperseded
+				return handedOff{}, errChainSuperseded
 			}
 			if id, ok := n.takenAt(p, ack); ok {
 				return n.handToFirst(ctx, p, id)
 			}
 			if ack.Code == api.CodeBadPack {
-				return "", nil, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
+				return handedOff{}, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
 			}
 			if ack.Code == api.CodeUnsettled {
 				unsettled.mark()
@@ -727,7 +752,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// once while libp2p's dial backoff lasts, and a hot loop helps nobody.
 		select {
 		case <-ctx.Done():
-			return "", nil, ctx.Err()
+			return handedOff{}, ctx.Err()
 		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
@@ -762,18 +787,19 @@ func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
 // for good or UnsettledGiveUp passes; then the hand-off counts as made
 // there anyway: the caller guards it, and the step is re-routed should
 // that peer be gone.
-func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (peer.ID, []pack.Peer, error) {
+func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (handedOff, error) {
 	deadline := time.Now().Add(n.cfg.UnsettledGiveUp)
 	wait := 250 * time.Millisecond
 	for try := 1; ; try++ {
 		var ack api.Ack
 		var err error
+		var data []byte
 		if first == n.host.ID() {
 			ack = n.accept(ctx, p.Clone(), nil)
 		} else {
-			var data, raw []byte
+			var raw []byte
 			if data, err = pack.Encode(p); err != nil {
-				return "", nil, fmt.Errorf("encode pack: %w", err)
+				return handedOff{}, fmt.Errorf("encode pack: %w", err)
 			}
 			raw, err = rpc.Call(ctx, n.host, first, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
 			if err == nil {
@@ -782,28 +808,28 @@ func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (pe
 		}
 		switch {
 		case err == nil && ack.OK:
-			return first, ack.Guardians, nil
+			return handedOff{to: first, backups: ack.Guardians, released: ack.Released, raw: data}, nil
 		case err == nil && ack.Code == api.CodeSuperseded:
-			return "", nil, errChainSuperseded
+			return handedOff{}, errChainSuperseded
 		case err == nil && ack.Code == api.CodeCancelled:
-			return "", nil, errCancelled
+			return handedOff{}, errCancelled
 		case err == nil && ack.Code == api.CodeTaken:
 			if id, ok := n.takenAt(p, ack); ok && id != first {
 				first = id // first was not the first either
 				continue
 			}
-			return first, nil, nil
+			return handedOff{to: first}, nil
 		case err == nil:
 			err = errors.New(ack.Error)
 		}
 		if time.Now().After(deadline) {
 			n.log.Warn("the peer that took this step first has not taken it again; guarding it there", "workflow", p.WorkflowID, "peer", rpc.ShortID(first), "tries", try, "err", err)
-			return first, nil, nil
+			return handedOff{to: first}, nil
 		}
 		n.log.Info("the peer that took this step first did not take it again yet", "workflow", p.WorkflowID, "peer", rpc.ShortID(first), "try", try, "err", err)
 		select {
 		case <-ctx.Done():
-			return "", nil, ctx.Err()
+			return handedOff{}, ctx.Err()
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)

@@ -178,6 +178,9 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 	}
 	if r := rd.ReleaseOld; r != nil {
 		for _, b := range r.Peers {
+			if b.ID == n.host.ID().String() {
+				continue // this peer's copy moved on with the re-route
+			}
 			n.spawn(func(ctx context.Context) {
 				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt, Rerouted: true}, settleCallTimeout)
 			})
@@ -207,21 +210,24 @@ func guardKey(p *pack.Pack) string {
 	return journal.StepKey(p.WorkflowID, headPath(p))
 }
 
-// guardHandedOff records that this peer now guards p, held by holder, with
-// the backup guardians the holder recruited (backups); when it recruited
+// guardHandedOff records that this peer now guards p, held by h.to, with
+// the backup guardians the holder recruited (h.backups); when it recruited
 // none, this peer recruits one in the background.
-func (n *Node) guardHandedOff(p *pack.Pack, holder peer.ID, tried []string, backups []pack.Peer) {
-	if holder == n.host.ID() {
+func (n *Node) guardHandedOff(p *pack.Pack, h handedOff, tried []string) {
+	if h.to == n.host.ID() {
 		return // local hand-off: the backup guards it
 	}
-	raw, err := pack.Encode(p)
-	if err != nil {
-		n.log.Error("encode guarded pack", "err", err)
-		return
+	raw := h.raw
+	if raw == nil {
+		var err error
+		if raw, err = pack.Encode(p); err != nil {
+			n.log.Error("encode guarded pack", "err", err)
+			return
+		}
 	}
-	_, err = n.stepGuard(guardKey(p), guard.Store{
-		Pack: raw, Holder: n.peerRef(holder), Attempt: p.Attempt, Role: guard.RolePrimary,
-		Tried: tried, Backups: backups, Recruit: true, At: time.Now().UTC(),
+	_, err := n.stepGuard(guardKey(p), guard.Store{
+		Pack: raw, Holder: n.peerRef(h.to), Attempt: p.Attempt, Role: guard.RolePrimary,
+		Tried: tried, Backups: h.backups, Recruit: true, At: time.Now().UTC(),
 	})
 	if err != nil {
 		// The successor has the pack and its backup guards it.
@@ -540,7 +546,7 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	}
 	n.log.Warn("re-routing", "key", key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
 	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: o.Why})
-	target, newBackups, err := n.handoffExcluding(ctx, p, nil, exclude)
+	h, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			n.stepGuardLogged(key, guard.Aborted{})
@@ -552,15 +558,17 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		}
 		return
 	}
-	raw, err := pack.Encode(p)
-	if err != nil {
-		n.log.Error("encode re-routed pack", "err", err)
+	raw := h.raw
+	if raw == nil {
+		if raw, err = pack.Encode(p); err != nil {
+			n.log.Error("encode re-routed pack", "err", err)
+		}
 	}
 	// A failed write leaves the re-route claimed: releases of the old
 	// attempt stay superseded and nothing re-routes it again.
 	n.stepGuardLogged(key, guard.Rerouted{
-		Target: n.peerRef(target), Local: target == n.host.ID(), Pack: raw,
-		Attempt: p.Attempt, Backups: newBackups, At: time.Now().UTC(),
+		Target: n.peerRef(h.to), Local: h.to == n.host.ID(), Pack: raw,
+		Attempt: p.Attempt, Backups: h.backups, At: time.Now().UTC(),
 	})
 }
 
@@ -922,7 +930,11 @@ func (n *Node) stepGuardReply(key string, ev guard.Event) api.GuardReply {
 func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 	switch m := req.(type) {
 	case api.GuardStore:
-		if _, err := pack.Decode(m.Pack, n.limits); err != nil {
+		// The holder decoded and validated these bytes when it took them;
+		// a copy is read in full only if it is re-sent (reroute), so the
+		// structural check is enough here (a full decode was most of a
+		// backup's CPU per hop, docs/bench/notes.md).
+		if err := pack.Check(m.Pack, n.limits); err != nil {
 			return api.GuardReply{Error: "bad pack: " + err.Error()}
 		}
 		role := guard.RoleBackup

@@ -323,13 +323,14 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 	}
 	next := f.Pack
 	var err error
+	var released []string
 	switch {
 	case f.Failed:
 		err = n.finishBranch(ctx, next, false, f.Error)
 	case len(next.Workflow.Steps) == 0:
 		err = n.finishBranch(ctx, next, true, "")
 	default:
-		err = n.dispatch(ctx, next)
+		released, err = n.dispatchReleased(ctx, next)
 	}
 	if errors.Is(err, errSuperseded) {
 		// The next holder, the join or the origin refused it: a guardian
@@ -344,7 +345,8 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 	if ctx.Err() != nil {
 		return false // superseded (or stopping) while handing on
 	}
-	n.stepHeldBackground(s, held.Forwarded{})
+	// Guardians the next holder released need no second release (H6).
+	n.stepHeldBackground(s, held.Forwarded{Released: released})
 	return true
 }
 

@@ -321,10 +321,10 @@ func (n *Node) dispatchAvoiding(ctx context.Context, p *pack.Pack, used map[peer
 		steps = append(steps, rest.Steps...)
 	}
 	p.Workflow = &grammar.Workflow{Steps: steps}
-	target, backups, err := n.handoffExcluding(ctx, p, used, nil)
+	h, err := n.handoffExcluding(ctx, p, used, nil)
 	if err == nil {
-		used[target] = true
-		n.guardHandedOff(p, target, nil, backups)
+		used[h.to] = true
+		n.guardHandedOff(p, h, nil)
 		return
 	}
 	if ctx.Err() != nil || errors.Is(err, errCancelled) {

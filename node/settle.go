@@ -84,15 +84,23 @@ func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by 
 	return err
 }
 
-// settleMissing is settle that also returns the peers of items settled by
-// others whose own call failed (a copy of the join that did not learn of
-// the new branch holder or continuation receiver). The caller that takes
+// settleAnswers are the calls of a settle by a successor: those answered
+// without a refusal (got) and those that failed while another peer of the
+// same item answered (missed).
+type settleAnswers struct {
+	got, missed []tookAnswer
+}
+
+// settleMissing is settle that also returns, for a successor (by set),
+// the calls answered and the peers of items settled by others whose own
+// call failed (a copy of the join that did not learn of the new branch
+// holder or continuation receiver). The caller that takes
 // the work sends them the same message later (completeSettle): a join
 // copy that missed a branch start and then took the join over would start
 // the branch a second time (J6).
-func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string) ([]tookAnswer, error) {
+func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string) (settleAnswers, error) {
 	if len(items) == 0 {
-		return nil, nil
+		return settleAnswers{}, nil
 	}
 	if by != "" && len(items) > 1 {
 		// Every item must be answerable before any is released: a
@@ -107,7 +115,7 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 			}
 			return api.GuardStatus{Key: it.Key}
 		}, true, nil); err != nil {
-			return nil, err
+			return settleAnswers{}, err
 		}
 	}
 	self := n.self()
@@ -121,11 +129,23 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 		n.yield(items, attempt, by, taken.By, took)
 	}
 	if took == nil {
-		return nil, err
+		return settleAnswers{}, err
 	}
 	took.mu.Lock()
 	defer took.mu.Unlock()
-	return took.missed, err
+	return settleAnswers{got: slices.Clone(took.got), missed: slices.Clone(took.missed)}, err
+}
+
+// releasedGuardians are the peers of the guard items (pack.SettleGuard)
+// among answered: the guardians a receiver's settle released.
+func releasedGuardians(items []pack.Settle, answered []tookAnswer) []string {
+	var out []string
+	for _, a := range answered {
+		if items[a.item].Kind == pack.SettleGuard {
+			out = append(out, a.to.ID)
+		}
+	}
+	return out
 }
 
 // completeSettle tells the join copies that missed it (settleMissing)

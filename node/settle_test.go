@@ -122,6 +122,12 @@ func waitHandedOn(t *testing.T, evFile, step string) {
 // whose invocations go to recFile and whose events go to evFile.
 func recordingNode(t *testing.T, services string) (nf api.NodeFile, recFile, evFile string) {
 	t.Helper()
+	return recordingNodeWith(t, services, nil)
+}
+
+// recordingNodeWith is recordingNode with edit applied to its config.
+func recordingNodeWith(t *testing.T, services string, edit func(*node.Config)) (nf api.NodeFile, recFile, evFile string) {
+	t.Helper()
 	dir := t.TempDir()
 	recFile = filepath.Join(dir, "invocations.jsonl")
 	evFile = filepath.Join(dir, "events.jsonl")
@@ -132,6 +138,9 @@ func recordingNode(t *testing.T, services string) (nf api.NodeFile, recFile, evF
 	yaml += "patterns:\n  - {match: \"S*\", kind: echo}\n"
 	cfg := testConfig(t, node.TestnetConfig(), yaml)
 	cfg.EventsFile = evFile
+	if edit != nil {
+		edit(&cfg)
+	}
 	nf, _ = runNode(t, cfg)
 	return nf, recFile, evFile
 }

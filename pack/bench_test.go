@@ -39,6 +39,18 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
+	benchReading(b, func(enc []byte, lim Limits) error {
+		_, err := Decode(enc, lim)
+		return err
+	})
+}
+
+// BenchmarkCheck is what a guardian pays to take a copy (Check), against
+// BenchmarkDecode's full decode.
+func BenchmarkCheck(b *testing.B) { benchReading(b, Check) }
+
+// benchReading measures read on every encoded bench pack.
+func benchReading(b *testing.B, read func(enc []byte, lim Limits) error) {
 	lim := DefaultLimits()
 	for _, bp := range benchPacks {
 		b.Run(bp.name, func(b *testing.B) {
@@ -49,7 +61,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(int64(len(enc)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Decode(enc, lim); err != nil {
+				if err := read(enc, lim); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -60,6 +60,46 @@ func Encode(p *Pack) ([]byte, error) {
 	return out, nil
 }
 
+// Check is the cheap part of Decode: the size limit, the header and wire
+// version, and structural passes over the bytes (one well-formed CBOR
+// item, nesting and memory bounded), without allocating the pack. It does not decode the fields, so a pack it
+// accepts may still fail Decode. For copies a peer keeps without reading
+// them (a guardian's copy of a pack its sender decoded and validated
+// before sending it, decoded in full only if it is ever re-sent).
+func Check(b []byte, lim Limits) error {
+	lim = lim.withDefaults()
+	if err := checkHeader(b, lim); err != nil {
+		return err
+	}
+	if _, err := prescan(b[headerLen:], maxNestedLevels(lim), decodeMemBudget(lim), lim); err != nil {
+		return fmt.Errorf("decode pack: %w", err)
+	}
+	dm, err := decModeFor(lim)
+	if err != nil {
+		return fmt.Errorf("decode pack: %w", err)
+	}
+	if err := dm.Wellformed(b[headerLen:]); err != nil {
+		return fmt.Errorf("decode pack: %w", cborError(err, lim))
+	}
+	return nil
+}
+
+// checkHeader checks the size limit, the magic bytes and the version.
+func checkHeader(b []byte, lim Limits) error {
+	if len(b) > lim.MaxBytes {
+		return fmt.Errorf("decode pack: %w", &ValidationError{Field: "pack", Limit: "MaxBytes",
+			Reason: fmt.Sprintf("%d bytes, over MaxBytes=%d", len(b), lim.MaxBytes)})
+	}
+	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
+		n := min(len(b), len(magic))
+		return fmt.Errorf("decode pack: %w (starts with %q, want %q)", ErrNotPack, b[:n], magic[:])
+	}
+	if v := b[len(magic)]; v != WireVersion {
+		return fmt.Errorf("decode pack: %w %d (this peer speaks version %d; upgrade the older side)", ErrVersion, v, WireVersion)
+	}
+	return nil
+}
+
 // Decode parses a pack in wire form and checks it against lim (zero fields
 // take their DefaultLimits value), in this order: the size limit before
 // anything else; then one pass over the bytes that bounds nesting and the
@@ -69,16 +109,8 @@ func Encode(p *Pack) ([]byte, error) {
 // limit), or describe malformed CBOR. The pack shares no memory with b.
 func Decode(b []byte, lim Limits) (*Pack, error) {
 	lim = lim.withDefaults()
-	if len(b) > lim.MaxBytes {
-		return nil, fmt.Errorf("decode pack: %w", &ValidationError{Field: "pack", Limit: "MaxBytes",
-			Reason: fmt.Sprintf("%d bytes, over MaxBytes=%d", len(b), lim.MaxBytes)})
-	}
-	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
-		n := min(len(b), len(magic))
-		return nil, fmt.Errorf("decode pack: %w (starts with %q, want %q)", ErrNotPack, b[:n], magic[:])
-	}
-	if v := b[len(magic)]; v != WireVersion {
-		return nil, fmt.Errorf("decode pack: %w %d (this peer speaks version %d; upgrade the older side)", ErrVersion, v, WireVersion)
+	if err := checkHeader(b, lim); err != nil {
+		return nil, err
 	}
 	if _, err := prescan(b[headerLen:], maxNestedLevels(lim), decodeMemBudget(lim), lim); err != nil {
 		return nil, fmt.Errorf("decode pack: %w", err)

@@ -370,3 +370,32 @@ func TestDecodedPackDoesNotAliasInput(t *testing.T) {
 		t.Errorf("pack changed when the input buffer was overwritten:\n got %+v\nwant %+v", p, want)
 	}
 }
+
+// TestCheck: Check accepts what Encode writes and refuses, like Decode,
+// a wrong header, a newer version, an oversized pack and bytes that are
+// not one well-formed CBOR item.
+func TestCheck(t *testing.T) {
+	good := mustEncode(t, fullPack())
+	if err := Check(good, Limits{}); err != nil {
+		t.Fatalf("Check of an encoded pack: %v", err)
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		lim  Limits
+	}{
+		{"empty", nil, Limits{}},
+		{"json", []byte(`{"workflow_id":"x"}`), Limits{}},
+		{"newer version", append([]byte{'B', 'P', 2}, good[3:]...), Limits{}},
+		{"over MaxBytes", good, Limits{MaxBytes: len(good) - 1}},
+		{"truncated", good[:len(good)/2], Limits{}},
+		{"trailing bytes", append(append([]byte{}, good...), 0x00), Limits{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := Check(tt.in, tt.lim); err == nil || !strings.HasPrefix(err.Error(), "decode pack") {
+				t.Fatalf("Check error = %v, want a refusal starting with \"decode pack\"", err)
+			}
+		})
+	}
+}

@@ -128,6 +128,14 @@ func Int(t testing.TB, args map[string]string, k string, def int) int {
 	return n
 }
 
+// List reads a comma-separated list (nil when empty).
+func List(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
 // Peers reads a comma-separated list of peer IDs (nil when empty).
 func Peers(v string) []pack.Peer {
 	if v == "" {

@@ -41,6 +41,12 @@ type Ack struct {
 	// Guardians (hand-off acks) are the guardians the receiver recruited
 	// besides the sender before it acknowledged.
 	Guardians []pack.Peer `cbor:"4,keyasint,omitempty"`
+	// Released (hand-off acks) are the peer IDs of the guardians of the
+	// sender's step that answered the receiver's release when it settled
+	// the hand-over: the sender need not release them again. A receiver
+	// that names none (or an older version) leaves the sender to release
+	// them all, as before.
+	Released []string `cbor:"5,keyasint,omitempty"`
 }
 
 // Refusal codes in Ack.Code.

@@ -68,7 +68,12 @@
 //     tombstone then answers a late release of that attempt Superseded,
 //     as the primary would. A successor that reaches only a backup (the
 //     primary cut off from it by a partition) still stops the superseded
-//     chain (issue 12, finding F1).
+//     chain (issue 12, finding F1). A backup that acts (G3) tells the
+//     primary it asked as well: that primary had no copy yet (it was
+//     still handing the step again to the holder, which had taken it
+//     first) and answered a late release of the old attempt from the cut
+//     off holder as a plain release; the old chain ran an at-most-once
+//     step a second time (tenth session, one run of isolate-join-holder).
 //   - G9 (a guardian past an attempt refuses it): a peer that is itself
 //     a guardian of a step, and re-routed it past an attempt (or is
 //     re-routing it), refuses that attempt when it is handed the step
@@ -143,6 +148,19 @@ type Record struct {
 	Since time.Time `cbor:"8,keyasint"`
 	// Backups are the other guardians a primary copy told about.
 	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
+}
+
+// otherGuardians are the peers told when this copy's attempt is re-routed
+// or given up (G7): the backups a primary copy knows of, and the primary
+// a backup that acts (G3) asked — which kept no copy, or had none yet
+// (still handing the step to the holder again, G8), and would otherwise
+// answer a late release of the old attempt as a plain release.
+func (r *Record) otherGuardians() []pack.Peer {
+	out := slices.Clone(r.Backups)
+	if p := r.Primary; p.ID != "" && p.ID != r.Holder.ID && !slices.ContainsFunc(out, func(x pack.Peer) bool { return x.ID == p.ID }) {
+		out = append(out, p)
+	}
+	return out
 }
 
 func (r *Record) clone() *Record {
@@ -544,8 +562,8 @@ func (g *Guard) Step(ev Event) Ready {
 		var old *ReleaseOld
 		if e.Supersede {
 			at++
-			if len(g.copy.Backups) > 0 {
-				old = &ReleaseOld{Peers: slices.Clone(g.copy.Backups), Attempt: g.copy.Attempt}
+			if others := g.copy.otherGuardians(); len(others) > 0 {
+				old = &ReleaseOld{Peers: others, Attempt: g.copy.Attempt}
 			}
 		}
 		rd := g.forget(at, e.At)
@@ -727,7 +745,7 @@ func (g *Guard) rerouted(e Rerouted) Ready {
 	prev := g.copy
 	rd := Ready{Unwatch: []string{prev.Holder.ID}, TellSuperseded: &Notice{Peer: prev.Holder, Attempt: e.Attempt}}
 	var old []pack.Peer
-	for _, b := range prev.Backups {
+	for _, b := range prev.otherGuardians() {
 		if b.ID != e.Target.ID && !slices.ContainsFunc(e.Backups, func(x pack.Peer) bool { return x.ID == b.ID }) {
 			old = append(old, b)
 		}

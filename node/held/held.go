@@ -51,6 +51,12 @@
 //     before anything is handed on, so a restarted holder forwards the
 //     outcome instead of running the step again; an at-most-once step is
 //     never run twice by the same holder.
+//   - H6 (released once): the guardians are released by the successor
+//     when it settles the hand-over (H1); the holder releases again only
+//     those the successor does not name as released (an older successor,
+//     a guardian it could not reach, a join or origin). When it names
+//     every guardian, forwarded and released are one step and one journal
+//     write: the record is dropped (and the hand-on remembered) at once.
 //   - H5 (a restarted holder asks first): restored work runs or is
 //     forwarded only after its guardians and the origin were asked: any
 //     guardian that re-routed the step (or released it, for work not yet
@@ -375,8 +381,10 @@ type Stopped struct{ Cancelled bool }
 type StartForwarding struct{}
 
 // Forwarded: the successor (next holder, join or origin) took what
-// follows the step.
-type Forwarded struct{}
+// follows the step. Released lists the guardians (peer IDs) the successor
+// says it released when it settled (api.Ack.Released); when that is every
+// guardian, the step is done at once (H6).
+type Forwarded struct{ Released []string }
 
 // Released: the guardians were told the step moved on.
 type Released struct{}
@@ -468,6 +476,11 @@ func (h *Holder) Step(ev Event) Ready {
 		h.rec.Forwarded = true
 		h.phase = PhaseForwarded
 		r := Ready{Persist: PersistSave, Release: h.others(), Attempt: h.rec.Attempt()}
+		if h.releasedAll(e.Released) {
+			// H6: nothing left to release; one write instead of two.
+			h.phase = PhaseDone
+			r = Ready{Persist: PersistDrop, BeatsChanged: true, Ended: true}
+		}
 		if !h.rec.DispatchOnly {
 			r.Notes = []Note{{Kind: "handed-on"}}
 		}
@@ -594,6 +607,22 @@ func (h *Holder) offer(e OfferWatcher) Ready {
 	}
 	h.rec.Guardians = append(h.rec.Guardians, e.Peer)
 	return Ready{Persist: PersistSave, Reply: &Reply{OK: true}, BeatsChanged: true}
+}
+
+// releasedAll reports whether released names every guardian other than
+// this peer (and there is one: a step nobody guards is released by the
+// usual path, which has nothing to do).
+func (h *Holder) releasedAll(released []string) bool {
+	others := h.others()
+	if len(others) == 0 || len(released) == 0 {
+		return false
+	}
+	for _, g := range others {
+		if !slices.Contains(released, g.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // others are the guardians other than this peer.

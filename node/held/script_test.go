@@ -70,7 +70,7 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 	case "start-forwarding":
 		ev = StartForwarding{}
 	case "forwarded":
-		ev = Forwarded{}
+		ev = Forwarded{Released: script.List(a["released"])}
 	case "released":
 		ev = Released{}
 	case "superseded":

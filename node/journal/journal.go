@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -88,8 +89,9 @@ var (
 // in parallel, writes are serialised by bbolt, and each write commit is
 // fsynced before it returns.
 type Journal struct {
-	db   *bolt.DB
-	path string
+	db    *bolt.DB
+	path  string
+	group groupCommit
 	// observe, when set, is told how long each write (Update, Batch, and
 	// so Put and Delete) took, commit and fsync included (WithObserver).
 	observe func(op string, d time.Duration)
@@ -304,12 +306,135 @@ func (j *Journal) Count(bucket string) (n int, err error) {
 // Update runs fn in a read-write transaction. If fn returns nil every change
 // commits atomically and is fsynced before Update returns; if fn returns an
 // error or panics, nothing changes (and the panic goes on up).
+//
+// Updates that arrive while another commit is in progress share the next
+// commit and its fsync (group commit, see commitGroup); a lone writer
+// commits at once, as before, and waits for nobody. Within a shared
+// commit the functions run in arrival order. If one of them fails, the
+// shared commit is abandoned and every function runs again in a
+// transaction of its own, so fn may run twice: it must only read and
+// write through tx (every writer in the node does).
 func (j *Journal) Update(fn func(tx *Tx) error) error {
 	defer j.timed(OpUpdate, time.Now())
+	c := &writeCall{fn: fn, wake: make(chan struct{})}
+	j.group.mu.Lock()
+	j.group.pending = append(j.group.pending, c)
+	if j.group.leading {
+		j.group.mu.Unlock()
+		<-c.wake
+	} else {
+		j.group.leading = true
+		j.group.mu.Unlock()
+		c.lead = true
+	}
+	if c.lead {
+		j.lead()
+	}
+	if c.alone {
+		return j.update(fn)
+	}
+	return c.err
+}
+
+// update runs fn in a transaction of its own.
+func (j *Journal) update(fn func(tx *Tx) error) error {
 	if err := j.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
 	return nil
+}
+
+// writeCall is one Update waiting in the group commit.
+type writeCall struct {
+	fn   func(tx *Tx) error
+	wake chan struct{} // closed when done, or when it is to lead
+	err  error
+	// lead: this call commits the pending calls (itself first among
+	// them); alone: the shared commit failed, run fn by itself.
+	lead, alone bool
+}
+
+// groupCommit queues the Updates that arrive while a commit runs.
+type groupCommit struct {
+	mu      sync.Mutex
+	pending []*writeCall
+	leading bool // a caller is committing; the others wait in pending
+	commits int  // shared commits of more than one call (for tests)
+}
+
+// lead commits every pending call (the leader's own among them) in one
+// transaction, then hands the lead to the first call that arrived
+// meanwhile, so that no caller commits for others for ever.
+func (j *Journal) lead() {
+	j.group.mu.Lock()
+	batch := j.group.pending
+	j.group.pending = nil
+	j.group.mu.Unlock()
+	// Deferred: a panic of the leader's own function (a batch of one)
+	// goes up to its caller, and the lead moves on all the same.
+	defer j.handOn(batch)
+	j.commitGroup(batch)
+}
+
+// handOn wakes the calls of batch other than the leader's and hands the
+// lead to the first call pending, if any.
+func (j *Journal) handOn(batch []*writeCall) {
+	j.group.mu.Lock()
+	if len(j.group.pending) > 0 {
+		next := j.group.pending[0]
+		next.lead = true
+		close(next.wake)
+	} else {
+		j.group.leading = false
+	}
+	j.group.mu.Unlock()
+	for _, c := range batch[1:] {
+		close(c.wake)
+	}
+}
+
+// errGroupFn abandons a shared commit in which a function failed.
+var errGroupFn = errors.New("a function of a shared commit failed")
+
+// commitGroup runs batch in one transaction. A batch of one (the leader
+// alone, the common case) runs as a plain Update, in its caller's
+// goroutine. In a larger one a function that fails or panics abandons
+// the commit: every call then runs alone (alone), each in its caller's
+// goroutine, where an error or a panic belongs.
+func (j *Journal) commitGroup(batch []*writeCall) {
+	if len(batch) == 1 {
+		batch[0].err = j.update(batch[0].fn)
+		return
+	}
+	err := j.db.Update(func(btx *bolt.Tx) error {
+		tx := &Tx{tx: btx}
+		for _, c := range batch {
+			if !runRecovered(c.fn, tx) {
+				return errGroupFn
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range batch {
+			c.alone = true
+		}
+		return
+	}
+	j.group.mu.Lock()
+	j.group.commits++
+	j.group.mu.Unlock()
+}
+
+// runRecovered runs fn, reporting whether it returned nil without
+// panicking.
+func runRecovered(fn func(tx *Tx) error, tx *Tx) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return fn(tx) == nil
 }
 
 // timed tells the observer, if any, how long op took since start.
