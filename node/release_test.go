@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -51,13 +52,12 @@ func TestSuccessorReleasesGuardiansOnce(t *testing.T) {
 		t.Fatalf("ack names released %v, want the guardian it released, %s", ack.Released, h.ID())
 	}
 	waitEvents(t, evFile, events.HandedOn, "0", 1)
-	deadline := time.Now().Add(30 * time.Second)
-	for scrape(t, nf.HTTP)["bedwe_held_packs"] != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the node still holds packs after 30s")
+	eventually(t, 30*time.Second, "the node holds nothing", func() error {
+		if held := scrape(t, nf.HTTP)["bedwe_held_packs"]; held != 0 {
+			return fmt.Errorf("%v packs held", held)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	s1 := journal.StepKey("wf-test", "0")
 	var got []api.GuardRelease
 	for {

@@ -138,11 +138,8 @@ func List(v string) []string {
 
 // Peers reads a comma-separated list of peer IDs (nil when empty).
 func Peers(v string) []pack.Peer {
-	if v == "" {
-		return nil
-	}
 	var out []pack.Peer
-	for _, id := range strings.Split(v, ",") {
+	for _, id := range List(v) {
 		out = append(out, pack.Peer{ID: id})
 	}
 	return out
