@@ -58,6 +58,8 @@ type Manifest struct {
 	Clock string `json:"clock,omitempty"`
 	// Routing is passed to every node as --routing when set.
 	Routing string `json:"routing,omitempty"`
+	// NodeFlags are appended to every node's command line.
+	NodeFlags []string `json:"node_flags,omitempty"`
 	// Keys is DIR/trusted-keys, passed to every node as --trusted-keys.
 	Keys string `json:"trusted_keys,omitempty"`
 	// SwarmKey (DIR/swarm.key) is the testnet's private network key, passed

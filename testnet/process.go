@@ -62,6 +62,7 @@ func (m *Manifest) args(nd *Node, bootstrap []string) []string {
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
+	args = append(args, m.NodeFlags...)
 	if os.Getenv("BEDWE_TESTNET_PPROF") != "" {
 		args = append(args, "--pprof") // Go's profiler on each node's --http
 	}

@@ -101,6 +101,10 @@ type Options struct {
 	// needs root.
 	Netns  bool
 	Subnet string
+	// NodeFlags are appended to every node's command line, restarts
+	// included (for example --max-concurrent 4 --queue 4: the flood
+	// bench's limits).
+	NodeFlags []string
 }
 
 // clockLead is how far ahead of the first node's start Up puts a virtual
@@ -280,6 +284,7 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 	if opts.NoPeerWait > 0 {
 		m.NoPeerWait = opts.NoPeerWait.String()
 	}
+	m.NodeFlags = slices.Clone(opts.NodeFlags)
 	m.Profile = opts.Profile
 	if m.Profile == "" {
 		m.Profile = "testnet"

@@ -40,6 +40,18 @@ Experiments (--experiments, comma-separated, default all):
                turn: start a testnet, wait --settle, sample /proc for --idle-window, stop it;
                before each size waits up to --load-wait for the 1-minute load average to fall
                below --max-load; prints the load average with every row (idle.csv in --out)
+   flood       (only by itself) overload, issue 14: starts a testnet of --nodes (default 16) whose
+               nodes run with small limits (--flood-max-concurrent, --flood-queue,
+               --flood-max-workflows, and max_concurrent --flood-fb-limit on service fb), and
+               --flood-clients clients, client c on node c mod --nodes, each keeping
+               --flood-inflight submissions of the two-step workflow "fa fb" going until
+               --flood-workflows were accepted; a submission refused busy is submitted again after
+               20-50 ms. fa and fb are http services served by the bench itself: each call takes
+               --flood-step and the bench counts the calls running at once per node and per
+               node and service. Reports accepted, succeeded, failed, refused (by reason) and lost
+               workflows, throughput, latency p50/p90/p99, and every node's peak against its
+               limits (flood.csv and flood_nodes.csv in --out); exits 1 if a workflow was lost or
+               failed, a submission was refused other than busy, or a node went above a limit.
 
 The scaling experiments run twice: with no-op services (engine overhead alone) and with
 services that sleep --service-time. Every point runs --repeat times; medians are reported.
@@ -52,9 +64,10 @@ Examples:
    bedwe bench --experiments sequential,overhead --repeat 3 -o json
    bedwe bench --print-services > bench.yaml && bedwe testnet up --dir /tmp/tn --nodes 40 --services bench.yaml
    bedwe bench --testnet /tmp/tn --experiments wfcommons --scale 0.005
-   bedwe bench --nodes 8,16,40,80 --experiments idle --out docs/bench   # idle cost as the mesh grows`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "nodes", Usage: "testnet size; for the idle experiment a comma-separated `LIST` of sizes", DefaultText: "40, 4 with --quick"},
+   bedwe bench --nodes 8,16,40,80 --experiments idle --out docs/bench   # idle cost as the mesh grows
+   bedwe bench --nodes 16 --experiments flood --flood-workflows 2000 --flood-clients 8   # issue 14's flood`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "nodes", Usage: "testnet size; for the idle experiment a comma-separated `LIST` of sizes", DefaultText: "40 (flood: 16), 4 with --quick"},
 			&cli.DurationFlag{Name: "settle", Usage: "idle: how long each testnet runs before it is sampled", Value: 30 * time.Second},
 			&cli.DurationFlag{Name: "idle-window", Usage: "idle: how long each testnet is sampled", Value: 30 * time.Second},
 			&cli.Float64Flag{Name: "max-load", Usage: "idle: wait for the 1-minute load average to fall below this before each size (0: do not wait)", Value: 2},
@@ -73,7 +86,7 @@ Examples:
 			&cli.StringFlag{Name: "append", Usage: "append the Markdown in `FILE` to results.md (e.g. Go benchmark figures)"},
 			&cli.BoolFlag{Name: "print-services", Usage: "print the services file of a bench testnet and exit"},
 			outputFlag(),
-		},
+		}, floodFlags()...),
 		Action: runBench,
 	}
 }
@@ -97,6 +110,14 @@ func runBench(c *cli.Context) error {
 	sizes, err := parseNodeSizes(c.String("nodes"))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	if exps, err := bench.ParseExperiments(c.String("experiments")); err == nil && slices.Contains(exps, bench.ExpFlood) {
+		if len(exps) > 1 || c.String("testnet") != "" {
+			return cli.Exit("the flood experiment runs by itself on a testnet it starts: --experiments flood, without --testnet", 1)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return runFloodBench(ctx, c, sizes, asJSON, stdout, stderr)
 	}
 	if exps, err := bench.ParseExperiments(c.String("experiments")); err == nil && slices.Contains(exps, bench.ExpIdle) {
 		if len(exps) > 1 || c.String("testnet") != "" {

@@ -20,24 +20,30 @@ const (
 // Experiments lists every experiment in run order.
 var Experiments = []string{ExpSequential, ExpParallel, ExpNested, ExpOverhead, ExpResources, ExpWfcommons}
 
+// Solo lists the experiments that run by themselves, on testnets they
+// start (not part of "all"): ExpIdle and ExpFlood.
+var Solo = []string{ExpIdle, ExpFlood}
+
 // ParseExperiments splits a comma-separated list ("all" or empty: every
-// experiment of Experiments) and returns the names in run order. ExpIdle
-// is accepted too (it is not part of "all": it starts testnets of its own).
+// experiment of Experiments) and returns the names in run order. The
+// experiments of [Solo] are accepted too (they are not part of "all":
+// they start testnets of their own).
 func ParseExperiments(list string) ([]string, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
 		return slices.Clone(Experiments), nil
 	}
+	known := append(slices.Clone(Experiments), Solo...)
 	want := map[string]bool{}
 	for _, e := range strings.Split(list, ",") {
 		e = strings.TrimSpace(e)
-		if !slices.Contains(Experiments, e) && e != ExpIdle {
-			return nil, fmt.Errorf("unknown experiment %q (known: %s, %s)", e, strings.Join(Experiments, ", "), ExpIdle)
+		if !slices.Contains(known, e) {
+			return nil, fmt.Errorf("unknown experiment %q (known: %s)", e, strings.Join(known, ", "))
 		}
 		want[e] = true
 	}
 	var out []string
-	for _, e := range append(slices.Clone(Experiments), ExpIdle) {
+	for _, e := range known {
 		if want[e] {
 			out = append(out, e)
 		}

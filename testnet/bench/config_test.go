@@ -14,11 +14,16 @@ func TestParseExperiments(t *testing.T) {
 		{"all", Experiments},
 		{"wfcommons, sequential", []string{ExpSequential, ExpWfcommons}},
 		{"nested", []string{ExpNested}},
+		{"flood", []string{ExpFlood}},
+		{"flood, idle", []string{ExpIdle, ExpFlood}},
 	} {
 		got, err := ParseExperiments(tc.in)
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("ParseExperiments(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
+	}
+	if all, _ := ParseExperiments("all"); slices.Contains(all, ExpFlood) || slices.Contains(all, ExpIdle) {
+		t.Errorf("all includes an experiment that runs by itself: %v", all)
 	}
 	if _, err := ParseExperiments("sequential,bogus"); err == nil {
 		t.Error("an unknown experiment must be an error")
