@@ -652,3 +652,47 @@ func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 		t.Fatalf("the copy whose call failed was never told who holds the branch (%d calls)", calls.Load())
 	}
 }
+
+// TestSettleAsksAMissedGuardianAgain is Left undone 8's window on a real
+// node: the step before has two guardians; the primary P has re-routed it
+// (it answers a release superseded) but its first call fails, as on a
+// connection a healed cut left dead; the backup B, not told yet, answers
+// released. The receiver must ask P again before it takes the pack, and
+// refuse it as superseded: taken on B's word alone, the old chain ran on
+// beside the re-routed one (I1).
+func TestSettleAsksAMissedGuardianAgain(t *testing.T) {
+	nf, recFile, _ := recordingNode(t, "")
+	primary, backup := listeningHost(t), listeningHost(t)
+	var primaryCalls atomic.Int32
+	rpc.Serve(primary, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		if primaryCalls.Add(1) == 1 {
+			return nil // the first call fails (the stream is reset)
+		}
+		return rpc.MustCBOR(api.GuardReply{OK: true, Superseded: true, Attempt: 1})
+	})
+	released, _ := serveRecording[api.GuardRelease](backup, api.GuardRelease{}.Protocol(), 0)
+	const key = "wf-test|prev"
+	item := pack.Settle{Kind: pack.SettleGuard, Key: key, Peers: []pack.Peer{peerRef(primary), peerRef(backup)}}
+	h, id := rawHost(t, nf)
+	ack, err := handoff(t, h, id, withSettle(t, packFor(t, "S1 S2"), item))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeSuperseded {
+		t.Fatalf("hand-off whose step's primary re-routed it: %+v, want refused with code %s", ack, api.CodeSuperseded)
+	}
+	if n := primaryCalls.Load(); n != 2 {
+		t.Errorf("the primary was called %d times, want 2 (the failed call and the second ask)", n)
+	}
+	select {
+	case r := <-released:
+		if r.Key != key || r.Probe {
+			t.Errorf("the backup got %+v, want a release of %s", r, key)
+		}
+	default:
+		t.Error("the backup was not asked")
+	}
+	if runs := countRuns(t, recFile, "S1"); runs != 0 {
+		t.Fatalf("S1 ran %d times, want 0", runs)
+	}
+}

@@ -286,9 +286,11 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	sum.Submitted = len(runs)
 	// Wait for every workflow, asking its origins in turn.
 	deadline := time.Now().Add(opts.Timeout)
+	polls := &statusClients{m: m}
 	for _, run := range runs {
-		run.final = m.await(ctx, run, deadline)
+		run.final = m.await(ctx, polls, run, deadline)
 	}
+	polls.close()
 	if err := r.healNetns(); err != nil {
 		return nil, err
 	}
@@ -1060,14 +1062,14 @@ func (m *Manifest) index(peerID string) int {
 // asks at least once, even past the deadline: the workflows share one
 // deadline and are awaited in turn, so one that hangs must not make those
 // after it look lost unasked.
-func (m *Manifest) await(ctx context.Context, r *submitted, deadline time.Time) *api.Status {
+func (m *Manifest) await(ctx context.Context, polls *statusClients, r *submitted, deadline time.Time) *api.Status {
 	var last *api.Status
 	for {
 		// Any origin that knows the end is right: the completion may have
 		// reached a replica while the origin was down.
 		r.unanswered = r.unanswered[:0]
 		for _, addr := range r.origins {
-			st, err := m.statusAt(ctx, addr, r.id)
+			st, err := polls.status(ctx, addr, r.id)
 			if err != nil {
 				r.unanswered = append(r.unanswered, err.Error())
 				continue
@@ -1088,15 +1090,47 @@ func (m *Manifest) await(ctx context.Context, r *submitted, deadline time.Time) 
 	}
 }
 
-func (m *Manifest) statusAt(ctx context.Context, addr, id string) (api.Status, error) {
+// statusClients keeps one client connection per origin address while the
+// workflows of a run are awaited. A new connection for every poll (four a
+// second for each origin of a workflow that hangs) made the nodes'
+// resource manager refuse connections from the client's address (its
+// per-IP connection rate limit: loopback is exempt, a namespace testnet's
+// bridge address is not), so the workflows awaited after a hung one looked
+// lost although they had ended.
+type statusClients struct {
+	m       *Manifest
+	clients map[string]*client.Client
+}
+
+// status asks the origin at addr for workflow id's status, on the
+// address's client (dialled at the first call and again after a failure).
+func (p *statusClients) status(ctx context.Context, addr, id string) (api.Status, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cl, err := m.Dial(cctx, addr)
-	if err != nil {
-		return api.Status{}, err
+	cl := p.clients[addr]
+	if cl == nil {
+		var err error
+		if cl, err = p.m.Dial(cctx, addr); err != nil {
+			return api.Status{}, err
+		}
+		if p.clients == nil {
+			p.clients = map[string]*client.Client{}
+		}
+		p.clients[addr] = cl
 	}
-	defer cl.Close()
-	return cl.Result(cctx, id)
+	st, err := cl.Result(cctx, id)
+	if err != nil {
+		cl.Close()
+		delete(p.clients, addr)
+	}
+	return st, err
+}
+
+func (p *statusClients) close() {
+	for addr, cl := range p.clients {
+		cl.Close()
+		delete(p.clients, addr)
+	}
 }
 
 func sameResult(got, want map[string]json.RawMessage) bool {
