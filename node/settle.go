@@ -335,6 +335,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 				rep, err := n.guardCallErr(ctx, c.to, m, settleCallTimeout)
 				if err != nil {
 					failed[ci] = true
+					n.log.Debug("settle call failed", "op", m.Protocol(), "key", items[c.item].Key, "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "err", err)
 					return
 				}
 				if !rep.Superseded {
@@ -600,5 +601,8 @@ func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardReq
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, Yield: m.Yield})
+	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, Yield: m.Yield})
+	n.log.Debug("guard release", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.By), "yield", rpc.ShortIDString(m.Yield),
+		"rerouted", m.Rerouted, "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)
+	return rep
 }
