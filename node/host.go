@@ -50,16 +50,11 @@ func (n *Node) startHost(ctx context.Context) error {
 	// gated host: non-members may speak only the client protocol.
 	h := &gatedHost{Host: raw, n: n}
 	n.host = h
-	gossip, err := n.cfg.Gossip.PubsubOptions()
-	if err != nil {
-		h.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	ps, err := pubsub.NewGossipSub(ctx, h, append([]pubsub.Option{
+	ps, err := pubsub.NewGossipSub(ctx, h,
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
-		pubsub.WithMaxMessageSize(1 << 20),
-	}, gossip...)...)
+		pubsub.WithMaxMessageSize(1<<20),
+	)
 	if err != nil {
 		h.Close()
 		return fmt.Errorf("node: start pubsub: %w", err)
