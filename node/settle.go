@@ -400,78 +400,10 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		}
 		calls = retry
 	}
-	if err := n.askMissedGuardiansAgain(ctx, items, took, deadline, func(again []tookAnswer) []bool {
-		cs := make([]call, len(again))
-		for i, a := range again {
-			cs[i] = call{a.item, a.to}
-		}
-		return run(cs)
-	}); err != nil {
-		return err
-	}
-	if err := verdict(); err != nil {
-		return err
-	}
 	if len(own) > 0 {
 		run(own)
 		return verdict()
 	}
-	return nil
-}
-
-// askMissedGuardiansAgain asks once more, on fresh connections, the
-// guardians whose release failed while another guardian of the same step
-// answered (a successor's settle: took set; items not Lenient). Until
-// now such a guardian was taken as gone, but it may be the one that
-// re-routed the step: a primary that claimed a re-route tells the
-// backups only once the new holder has the step (guard G7), so a cut-off
-// holder's chain that reached only a backup in between was released there
-// and ran on beside the re-routed one (docs/reliability-core.md, Left
-// undone 8: seen right after a cut healed, when the receiver's connection
-// to the primary was still the dead one). Its answer now counts: run
-// records it in took and the caller's verdict turns a superseded answer
-// into a refusal. When too little of the settle budget is left for the
-// call, the hand-over is unsettled: the sender keeps the work and tries
-// again, and the next settle asks the guardian with time to spare. A
-// guardian that fails again is taken as gone, as before.
-func (n *Node) askMissedGuardiansAgain(ctx context.Context, items []pack.Settle, took *tookSet, deadline time.Time, run func([]tookAnswer) []bool) error {
-	if took == nil {
-		return nil
-	}
-	took.mu.Lock()
-	var again, rest []tookAnswer
-	for _, m := range took.missed {
-		if it := items[m.item]; it.Kind == pack.SettleGuard && !it.Lenient {
-			again = append(again, m)
-		} else {
-			rest = append(rest, m)
-		}
-	}
-	took.mu.Unlock()
-	if len(again) == 0 {
-		return nil
-	}
-	var names []string
-	for _, a := range again {
-		names = append(names, rpc.ShortIDString(a.to.ID))
-	}
-	if time.Until(deadline) < settleCallTimeout {
-		n.log.Warn("a guardian of a released step did not answer and no time is left to ask it again; unsettled", "peers", names)
-		return fmt.Errorf("%w (%s: another guardian answered; asked again next time)", errUnsettled, strings.Join(names, ", "))
-	}
-	for _, a := range again {
-		n.freshConn(ctx, a.to)
-	}
-	failed := run(again)
-	for i, a := range again {
-		if failed[i] {
-			rest = append(rest, a)
-			n.log.Info("a guardian of a released step did not answer again; taken as gone", "key", items[a.item].Key, "peer", rpc.ShortIDString(a.to.ID))
-		}
-	}
-	took.mu.Lock()
-	took.missed = rest
-	took.mu.Unlock()
 	return nil
 }
 
