@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/testnet"
 	"github.com/bedwe/bedwe/testnet/bench"
 )
@@ -234,16 +235,8 @@ func printFloodTable(w io.Writer, r bench.FloodRow) error {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "NODE\tPEER\tZONE\tORIGIN OF\tCALLS\tPEAK/%d\tFB/%d\tTRACE PEAK\tTRACE FB\tRUN+WAIT/%d\tWAITING\tORIGINS/%d\t\n", c.MaxConcurrent, c.FbLimit, c.MaxConcurrent+c.Queue, c.MaxWorkflows)
 	for _, n := range r.PerNode {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", n.Index, shortPeer(n.Peer), n.Zone, n.Accepted, n.Calls, n.Peak, n.PeakFb,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", n.Index, rpc.ShortIDString(n.Peer), n.Zone, n.Accepted, n.Calls, n.Peak, n.PeakFb,
 			traced(n.TracePeak), traced(n.TracePeakFb), traced(n.OccupiedMax), traced(n.QueuedMax), traced(n.OriginsMax))
 	}
 	return tw.Flush()
-}
-
-// shortPeer is the last 8 characters of a peer ID.
-func shortPeer(id string) string {
-	if len(id) <= 8 {
-		return id
-	}
-	return id[len(id)-8:]
 }

@@ -105,16 +105,8 @@ func runIdleBench(ctx context.Context, c *cli.Context, sizes []int, asJSON bool,
 			return cli.Exit(fmt.Sprintf("--out: %v", err), 1)
 		}
 		path := filepath.Join(out, bench.ExpIdle+".csv")
-		f, err := os.Create(path)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--out: %v", err), 1)
-		}
-		werr := bench.IdleTable(rows).WriteCSV(f)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return cli.Exit(werr.Error(), 1)
+		if err := writeTable(path, bench.IdleTable(rows)); err != nil {
+			return cli.Exit(err.Error(), 1)
 		}
 		files = append(files, path)
 		fmt.Fprintf(stderr, "wrote %s\n", path)

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/client"
@@ -426,23 +428,24 @@ func RefusalReason(err error) string {
 // IsBusyReason reports whether reason is one of the busy refusals.
 func IsBusyReason(reason string) bool { return strings.HasPrefix(reason, "busy:") }
 
-// ParseGauge returns the value of the unlabelled metric name in
-// Prometheus text exposition format.
+// ParseGauge returns the value of the unlabelled gauge (or untyped
+// metric) name in Prometheus text exposition format, parsed by the
+// Prometheus library's own parser.
 func ParseGauge(text, name string) (float64, bool) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name+" ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return 0, false
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		return v, err == nil
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, false
+	}
+	f, ok := families[name]
+	if !ok || len(f.GetMetric()) != 1 || len(f.GetMetric()[0].GetLabel()) != 0 {
+		return 0, false
+	}
+	switch m := f.GetMetric()[0]; {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue(), true
 	}
 	return 0, false
 }
