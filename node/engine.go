@@ -118,7 +118,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	// sender's (once it hears the ack) and a backup's.
 	if backups := n.recruitHolderBackup(ctx, s); len(backups) > 0 {
 		if _, err := n.stepHeld(s, held.BackupsRecruited{Peers: backups}); err != nil {
-			n.releaseBackups(ctx, rec.GuardKey, p.Attempt, backups)
+			n.withdrawBackups(ctx, rec.GuardKey, p.Attempt, backups)
 			n.helds.remove(rec.Key, s)
 			n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
 			return refuse(api.CodeInternal, err.Error())
@@ -148,7 +148,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		return refuse(api.CodeInternal, err.Error())
 	}
 	// Released on the node's context: ctx may be the one that ended.
-	n.releaseBackups(n.ctx, rec.GuardKey, p.Attempt, rd.Release)
+	n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, rd.Withdraw)
 	switch r := rd.Reply; {
 	case r == nil:
 		return refuse(api.CodeInternal, "workflow "+p.WorkflowID+": no decision")
@@ -322,11 +322,14 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 	return unsure
 }
 
-// releaseBackups releases backup guardians recruited for work this peer
-// does not keep after all.
-func (n *Node) releaseBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
+// withdrawBackups withdraws the copies of backup guardians recruited for
+// work this peer does not keep after all: they drop the copy naming this
+// peer and record nothing as moved on (node/guard G11), since the step
+// lives on elsewhere (with its sender, or the peer that took it first).
+func (n *Node) withdrawBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
+	self := n.host.ID().String()
 	for _, b := range backups {
-		n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: attempt}, settleCallTimeout)
+		n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: attempt, Withdraw: self}, settleCallTimeout)
 	}
 }
 

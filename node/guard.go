@@ -148,6 +148,8 @@ func (n *Node) persistGuard(m *guard.Guard, p guard.Persist) error {
 		})
 	case guard.PersistDropMark:
 		return n.journal.Delete(journal.BucketReleased, key)
+	case guard.PersistDelete:
+		return n.journal.Delete(journal.BucketOutbox, key)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -650,5 +652,98 @@ func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the copy whose call failed was never told who holds the branch (%d calls)", calls.Load())
+	}
+}
+
+// TestRefusedHandoverWithdrawsItsBackup is guard invariant G11 on real
+// nodes: receiver A, in a mesh with B, takes a hand-over, recruits B as the
+// backup guardian of the step, settles the step before with guardian G —
+// which another successor X released first — and refuses the pack as
+// taken by X. A withdraws B's copy: B drops it and records nothing as
+// moved on, so that B, recruited afterwards as a backup of the step where
+// it really is (at X), keeps that copy and does not answer "released".
+// Before, A released B as if the step had moved on: B's tombstone made it
+// ignore X's copy, and the sender's guard, asking B before it re-routed
+// the step from the killed X, dropped the step as moved on (a
+// zone-plus-one run lost a workflow in CI).
+func TestRefusedHandoverWithdrawsItsBackup(t *testing.T) {
+	dir := t.TempDir()
+	recFile := filepath.Join(dir, "invocations.jsonl")
+	services := fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile)
+	network := "withdraw-" + filepath.Base(dir)
+	cfgB := testConfig(t, node.TestnetConfig(), services)
+	cfgB.Network, cfgB.Zone = network, "z1"
+	bf, _ := runNode(t, cfgB)
+	cfgA := testConfig(t, node.TestnetConfig(), services)
+	cfgA.Network, cfgA.Bootstrap = network, bf.Addrs
+	af, _ := runNode(t, cfgA)
+	waitPeers(t, af, 2)
+	gf := startNode(t, echoServices)
+
+	const x = "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD" // successor X
+	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply {
+		t.Helper()
+		h, id := rawHost(t, nf)
+		var rep api.GuardReply
+		if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	const before = "wf-test|0"
+	if rep := call(gf, api.GuardStore{Key: before, Pack: packFor(t, "S0 S1 S2"), Holder: pack.Peer{ID: gf.PeerID}}); !rep.OK {
+		t.Fatalf("store at G: %+v", rep)
+	}
+	if rep := call(gf, api.GuardRelease{Key: before, By: x}); !rep.OK || rep.Superseded {
+		t.Fatalf("X's release at G: %+v", rep)
+	}
+	h, a := rawHost(t, af)
+	g := pack.Peer{ID: gf.PeerID, Addrs: gf.Addrs}
+	ack, err := handoff(t, h, a, withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleGuard, Key: before, Peers: []pack.Peer{g}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.OK || ack.Code != api.CodeTaken || len(ack.Guardians) != 1 || ack.Guardians[0].ID != x {
+		t.Fatalf("hand-off to A: %+v, want refused with code %s naming X", ack, api.CodeTaken)
+	}
+	// A recruited B (its only peer) before it settled, and withdrew it
+	// before it answered.
+	stepKey := journal.StepKey("wf-test", "0")
+	if rep := call(bf, api.GuardStatus{Key: stepKey}); rep.Known || rep.Released {
+		t.Fatalf("B after A withdrew: %+v, want nothing known (no tombstone)", rep)
+	}
+	// The sender guards the step at X and recruits B as its backup.
+	if rep := call(bf, api.GuardStore{Key: stepKey, Pack: packFor(t, "S1 S2"), Holder: pack.Peer{ID: x}, Primary: pack.Peer{ID: af.PeerID}}); !rep.OK {
+		t.Fatalf("store of X's copy at B: %+v", rep)
+	}
+	if rep := call(bf, api.GuardStatus{Key: stepKey}); !rep.Known || rep.Released || rep.Holder.ID != x {
+		t.Fatalf("B guarding the step at X: %+v, want known, held by X, not released", rep)
+	}
+	if runs := countRuns(t, recFile, "S1"); runs != 0 {
+		t.Fatalf("S1 ran %d times, want 0", runs)
+	}
+	// Not by chance: B did get A's copy, and its withdrawal.
+	waitLogLine(t, filepath.Join(filepath.Dir(cfgB.DataDir), "node.log"), "guard copy withdrawn", stepKey, rpc.ShortIDString(af.PeerID))
+}
+
+// waitLogLine waits until the log file at path has a line that contains
+// every one of parts.
+func waitLogLine(t *testing.T, path string, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line with %q in %s after 30s", parts, path)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

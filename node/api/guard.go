@@ -71,6 +71,11 @@ type GuardRelease struct {
 	// took the attempt first: By) and gives way: a guardian that recorded
 	// Yield as the successor records By instead, and nothing else changes.
 	Yield string `cbor:"6,keyasint,omitempty"`
+	// Withdraw is a receiver that stored a copy here while taking the
+	// hand-over of the step at Attempt and then refused it: the copy
+	// naming it is dropped, and the attempt is not marked as moved on
+	// (node/guard G11). Nothing else in the message counts then.
+	Withdraw string `cbor:"7,keyasint,omitempty"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its

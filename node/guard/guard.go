@@ -100,6 +100,18 @@
 //     backup that re-routed there ran the step twice in a loop of
 //     isolate-join-holder). A holder answers so only when it remembers
 //     that refusal.
+//   - G11 (a refused hand-over leaves no tombstone): a receiver that
+//     recruited a backup guardian while taking a hand-over and then
+//     refused it (unsettled, taken by another peer first, superseded,
+//     interrupted) withdraws that copy ([Withdraw]); so does a backup
+//     whose holder answers that it never took the attempt (G10). The copy
+//     naming that holder is dropped and the attempt is not marked as
+//     moved on. A tombstone there was read as "the step moved on" by
+//     the step's real guardian when it recruited the same peer as its
+//     backup and asked it before re-routing: it dropped its copy of work
+//     that the first receiver, killed before its ack arrived, never ran
+//     (a zone-plus-one run lost a workflow in CI, twelfth session); and
+//     G2 made the same peer ignore a later store of that attempt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -244,6 +256,9 @@ const (
 	PersistForget
 	// PersistDropMark deletes the tombstone (pruned).
 	PersistDropMark
+	// PersistDelete deletes the live copy and leaves the tombstone as it
+	// is (G11: a copy withdrawn by a holder that never took the step).
+	PersistDelete
 )
 
 // Reply is the answer to the request that stepped the guard (or to a
@@ -450,6 +465,16 @@ type NewerAttempt struct {
 	At      time.Time
 }
 
+// Withdraw: Holder stored this copy while it was taking the hand-over of
+// the step at Attempt (a holder's backup) and then refused that hand-over
+// (unsettled, taken by another peer first, superseded, interrupted):
+// nothing moved on from it, so the copy naming it is dropped and no
+// tombstone is written (G11).
+type Withdraw struct {
+	Holder  string
+	Attempt int
+}
+
 func (Store) isEvent()         {}
 func (Release) isEvent()       {}
 func (MovedOn) isEvent()       {}
@@ -465,6 +490,7 @@ func (BackupAdded) isEvent()   {}
 func (Prune) isEvent()         {}
 func (NewerAttempt) isEvent()  {}
 func (NeverTook) isEvent()     {}
+func (Withdraw) isEvent()      {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -586,15 +612,23 @@ func (g *Guard) Step(ev Event) Ready {
 			// A backup's copy of work its holder never took was stored by
 			// that holder while it was taking the hand-over it then
 			// refused: the sender (the primary) still has the work, or
-			// gave up and guards the step itself. Dropped, as before G10.
-			rd := g.forget(e.Attempt, e.At)
-			rd.Dropped = true
-			return rd
+			// gave up and guards the step itself. Dropped, as before G10,
+			// and with no tombstone: nothing moved on (G11).
+			return g.withdraw()
 		}
 		// The holder answered: nothing to confirm about its silence.
 		o := g.order(e.Why)
 		o.Handback = true
 		return Ready{Reroute: o}
+	case Withdraw:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			// Another holder's copy (the step's real one, guarded here
+			// since), another attempt, or a re-route already claimed.
+			return Ready{Reply: &Reply{OK: true}}
+		}
+		rd := g.withdraw()
+		rd.Reply = &Reply{OK: true}
+		return rd
 	case NewerAttempt:
 		if g.copy == nil || g.copy.Attempt >= e.Attempt {
 			return Ready{}
@@ -688,6 +722,14 @@ func (g *Guard) release(e Release) Ready {
 		g.mark.By = e.By
 	}
 	rd.Reply = &Reply{OK: true}
+	return rd
+}
+
+// withdraw drops the live copy of work its holder never took, leaving the
+// tombstone as it is (G11).
+func (g *Guard) withdraw() Ready {
+	rd := Ready{Persist: PersistDelete, Unwatch: []string{g.copy.Holder.ID}, Dropped: true}
+	g.copy = nil
 	return rd
 }
 

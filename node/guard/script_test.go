@@ -71,6 +71,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Prune{Before: clock(t, a)}
 	case "never-took":
 		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it", At: clock(t, a)}
+	case "withdraw":
+		ev = Withdraw{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "newer-attempt":
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
@@ -119,7 +121,7 @@ func reply(r Reply) string {
 	return strings.Join(parts, " ")
 }
 
-var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark"}
+var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete"}
 
 func ready(r Ready) string {
 	var parts []string

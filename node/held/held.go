@@ -308,7 +308,11 @@ type Ready struct {
 	Forward *Forward
 	// Release: tell these guardians the step moved on at Attempt.
 	Release []pack.Peer
-	Attempt int
+	// Withdraw: tell these backups, recruited while the hand-over was
+	// being taken, that it was refused: they drop their copy and mark
+	// nothing as moved on (node/guard G11). With Attempt.
+	Withdraw []pack.Peer
+	Attempt  int
 	// Recruit: find a new guardian (none of Exclude).
 	Recruit bool
 	Exclude []pack.Peer
@@ -521,16 +525,16 @@ func (h *Holder) settled(e Settled) Ready {
 		return r
 	case SettleSuperseded:
 		h.phase = PhaseSuperseded
-		return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+		return Ready{Persist: PersistDrop, Ended: true, Withdraw: backups, Attempt: h.rec.Attempt(),
 			Reply: &Reply{Code: CodeSuperseded, Error: "a guardian re-routed an earlier step of this chain"},
 			Notes: []Note{{Kind: "superseded", Reason: "refused at its next hop"}}}
 	}
 	h.phase = PhaseDone
 	if e.Result == SettleUnsettled {
-		return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+		return Ready{Persist: PersistDrop, Ended: true, Withdraw: backups, Attempt: h.rec.Attempt(),
 			Reply: &Reply{Code: CodeUnsettled, Error: "no guardian of the step before answered: " + e.Err}}
 	}
-	return Ready{Persist: PersistDrop, Ended: true, Release: backups, Attempt: h.rec.Attempt(),
+	return Ready{Persist: PersistDrop, Ended: true, Withdraw: backups, Attempt: h.rec.Attempt(),
 		Reply: &Reply{Code: CodeInternal, Error: "settling the hand-over was interrupted: " + e.Err}}
 }
 

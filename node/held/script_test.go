@@ -133,6 +133,9 @@ func ready(r Ready) string {
 		}
 		parts = append(parts, s+")")
 	}
+	if len(r.Withdraw) > 0 {
+		parts = append(parts, fmt.Sprintf("withdraw=%s@%d", ids(r.Withdraw), r.Attempt))
+	}
 	if len(r.Release) > 0 {
 		parts = append(parts, fmt.Sprintf("release=%s@%d", ids(r.Release), r.Attempt))
 	}
