@@ -706,6 +706,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			refusals = append(refusals, err.Error())
 			continue
 		}
+		seen := n.pres.version(target)
 		raw, err := rpc.Call(ctx, n.host, target, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
 		var ack api.Ack
 		if err == nil {
@@ -719,7 +720,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())
-				n.pres.noteTaken(target)
+				n.pres.noteTaken(target, seen)
 				return handedOff{to: target, backups: ack.Guardians, released: ack.Released, raw: data}, nil
 			}
 			if ack.Code == api.CodeCancelled {

@@ -406,14 +406,35 @@ func (p *presence) noteFull(id peer.ID) {
 	}
 }
 
+// annVersion names one announcement of a peer: its run and sequence.
+type annVersion struct {
+	boot int64
+	seq  uint64
+}
+
+// version is the version of the peer's latest announcement (zero if none).
+func (p *presence) version(id peer.ID) annVersion {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.peers[id]; ok {
+		return annVersion{e.ann.Boot, e.ann.Seq}
+	}
+	return annVersion{}
+}
+
 // noteTaken records that a peer took a step: until its next announcement,
 // peer choice counts it one step busier, so senders acting on the same
-// announcement do not all pick the same peer.
-func (p *presence) noteTaken(id peer.ID) {
+// announcement do not all pick the same peer. before is the version of the
+// announcement known when the hand-off was sent: if a newer one has come
+// since, it may count the step already (the peer announces a change at
+// once, and gossip can beat the ack), and is left as it is. Counted twice,
+// a peer with room for one more looked full, and a sender offered the step
+// to a full peer instead (a capacity test, once gossip got quicker).
+func (p *presence) noteTaken(id peer.ID, before annVersion) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.peers[id]
-	if !ok {
+	if !ok || (annVersion{e.ann.Boot, e.ann.Seq}) != before {
 		return
 	}
 	e.ann.Queue++

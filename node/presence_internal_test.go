@@ -71,3 +71,34 @@ func TestPresenceRefreshGrowsWithView(t *testing.T) {
 		t.Errorf("with an older peer: refresh %v, want AnnounceInterval %v", got, cfg.AnnounceInterval)
 	}
 }
+
+// noteTaken counts a peer one step busier until its next announcement,
+// but not over an announcement that came after the hand-off was sent:
+// that one may count the step already (gossip beat the ack), and counting
+// it twice made a peer with room for one more look full (room 0), so the
+// next step went to a full peer.
+func TestNoteTakenNotOverANewerAnnouncement(t *testing.T) {
+	id := peer.ID("roomy")
+	p := &presence{peers: map[peer.ID]*presenceEntry{}}
+	p.peers[id] = &presenceEntry{ann: announcement{Slots: 1, Free: 1, Room: 2, Seq: 5, Boot: 1}}
+	sent := p.version(id)
+	p.noteTaken(id, sent)
+	if a, _ := p.get(id); a.Free != 0 || a.Room != 1 || a.Queue != 1 {
+		t.Errorf("taken on the announcement it was sent on: free %d room %d queue %d, want 0 1 1", a.Free, a.Room, a.Queue)
+	}
+
+	p.peers[id] = &presenceEntry{ann: announcement{Slots: 1, Free: 1, Room: 2, Seq: 5, Boot: 1}}
+	sent = p.version(id)
+	// The peer took the step and announced it before its ack came back.
+	p.peers[id].ann = announcement{Slots: 1, Free: 0, Room: 1, Queue: 1, Seq: 6, Boot: 1}
+	p.noteTaken(id, sent)
+	if a, _ := p.get(id); a.Room != 1 || a.full() {
+		t.Errorf("taken after a newer announcement: room %d (full %v), want 1 (not full)", a.Room, a.full())
+	}
+	// A restarted peer (new boot) is a newer announcement too.
+	p.peers[id].ann = announcement{Slots: 1, Free: 1, Room: 2, Seq: 1, Boot: 2}
+	p.noteTaken(id, sent)
+	if a, _ := p.get(id); a.Room != 2 {
+		t.Errorf("taken after a restart's announcement: room %d, want 2", a.Room)
+	}
+}
