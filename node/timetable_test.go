@@ -79,8 +79,13 @@ func startEastWest(t *testing.T, start time.Time, routing node.Routing, eastServ
 	clock := schedule.VirtualClock{Start: start, Epoch: time.Now(), Speed: 1}
 	entry, _ = startTimetableNode(t, network, clock, routing, ttNode{zone: "west", services: westServices})
 	east, eastDir = startTimetableNode(t, network, clock, routing, ttNode{zone: "east", services: eastServices, bootstrap: entry.Addrs})
-	startTimetableNode(t, network, clock, routing, ttNode{zone: "west", services: westServices, bootstrap: entry.Addrs})
-	waitPeers(t, entry, 3)
+	west, _ := startTimetableNode(t, network, clock, routing, ttNode{zone: "west", services: westServices, bootstrap: entry.Addrs})
+	// Every node, not only the entry: a step's holder picks the next
+	// peer from its own view, and a west node that had not heard of east
+	// yet kept a whole sequence in west (a flake once presence got slower).
+	for _, nf := range []api.NodeFile{entry, east, west} {
+		waitPeers(t, nf, 3)
+	}
 	return entry, east, eastDir
 }
 
