@@ -77,6 +77,9 @@ type Config struct {
 	// its own PresenceTTL), this peer refreshes every AnnounceInterval.
 	PresenceRefresh        time.Duration
 	PresenceRefreshPerPeer time.Duration
+	// Gossip shapes the pubsub mesh that carries presence, cancels and
+	// timetables (see GossipConfig). Zero fields take SmallMeshGossip's.
+	Gossip GossipConfig
 	// TargetPeers is how many direct connections a peer keeps: when it has
 	// fewer, it dials peers it learns of through presence. More connections
 	// make gossip reliable and hand-offs quicker; each costs a little memory.
@@ -230,7 +233,8 @@ func DefaultConfig() Config {
 		AnnounceInterval:       5 * time.Second,
 		PresenceTTL:            15 * time.Second,
 		PresenceRefresh:        30 * time.Second,
-		PresenceRefreshPerPeer: time.Second,
+		PresenceRefreshPerPeer: 3 * time.Second,
+		Gossip:                 SmallMeshGossip(),
 		TargetPeers:            8,
 		StreamTimeout:          10 * time.Second,
 		NoPeerWait:             30 * time.Second,
@@ -253,7 +257,7 @@ func TestnetConfig() Config {
 	c.MDNS = false
 	c.AnnounceInterval = time.Second
 	c.PresenceRefresh = 10 * time.Second
-	c.PresenceRefreshPerPeer = 500 * time.Millisecond
+	c.PresenceRefreshPerPeer = 1500 * time.Millisecond
 	c.Heartbeat = heartbeat.DefaultTestnetConfig()
 	c.BackupDelay = 3 * time.Second
 	c.GuardianLoss = 3 * time.Second
@@ -283,6 +287,7 @@ func (c *Config) fillDefaults() {
 	if c.PresenceRefreshPerPeer < 0 {
 		c.PresenceRefreshPerPeer = 0
 	}
+	c.Gossip = c.Gossip.withDefaults(d.Gossip)
 	if c.TargetPeers <= 0 {
 		c.TargetPeers = d.TargetPeers
 	}

@@ -50,11 +50,16 @@ func (n *Node) startHost(ctx context.Context) error {
 	// gated host: non-members may speak only the client protocol.
 	h := &gatedHost{Host: raw, n: n}
 	n.host = h
-	ps, err := pubsub.NewGossipSub(ctx, h,
+	gossip, err := n.cfg.Gossip.PubsubOptions()
+	if err != nil {
+		h.Close()
+		return fmt.Errorf("node: %w", err)
+	}
+	ps, err := pubsub.NewGossipSub(ctx, h, append([]pubsub.Option{
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
-		pubsub.WithMaxMessageSize(1<<20),
-	)
+		pubsub.WithMaxMessageSize(1 << 20),
+	}, gossip...)...)
 	if err != nil {
 		h.Close()
 		return fmt.Errorf("node: start pubsub: %w", err)

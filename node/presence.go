@@ -272,8 +272,9 @@ func (p *presence) poke() {
 // idle mesh gossips a bounded number of announcements a second.
 func (p *presence) announceLoop(ctx context.Context) {
 	// Announce quickly a few times after start: a publish right after
-	// joining can reach nobody.
-	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	// joining can reach nobody, and the next chance is the refresh, a
+	// minute or more on a large mesh.
+	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
 	var last announcement
 	var lastAt time.Time
 	force := true
@@ -381,19 +382,32 @@ func (p *presence) announce(ctx context.Context) announcement {
 
 // live returns the fresh entries, expiring stale ones.
 func (p *presence) live() map[peer.ID]announcement {
-	now := time.Now()
 	out := map[peer.ID]announcement{}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.expireLocked(time.Now())
+	for id, e := range p.peers {
+		out[id] = e.ann
+	}
+	return out
+}
+
+// expire drops the peers whose announcements have outlived their ttl
+// (and marks presence.json dirty if any went), without copying the view
+// as live does: the file loop calls it every second.
+func (p *presence) expire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireLocked(time.Now())
+}
+
+func (p *presence) expireLocked(now time.Time) {
 	for id, e := range p.peers {
 		if now.Sub(e.lastSeen) > e.ttl {
 			delete(p.peers, id)
 			p.markDirty()
-			continue
 		}
-		out[id] = e.ann
 	}
-	return out
 }
 
 // noteFull records that a peer refused a step as busy: until its next
@@ -522,7 +536,7 @@ func (p *presence) fileLoop(ctx context.Context) {
 		case <-p.dirty:
 		default:
 			if last != "" {
-				p.live() // expire stale peers; that marks dirty for next time
+				p.expire() // that marks dirty for next time if a peer went
 				continue
 			}
 		}

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+)
+
+// GossipConfig is the shape of the gossipsub mesh (go-libp2p-pubsub's
+// GossipSubParams, the fields that matter for a small mesh): every peer
+// keeps D mesh peers for each topic (between Dlo and Dhi), sends IHAVE
+// gossip to Dlazy others every Heartbeat, and, with FloodPublish, sends
+// its own messages to every peer of the topic instead of its mesh only.
+//
+// gossipsub's defaults (D 6, Dlo 5, Dhi 12, Dlazy 6) are made for meshes
+// of thousands of peers that may be hostile. A neighbourhood mesh is tens
+// of boards that share a swarm key and a member list, and at idle its
+// whole traffic is presence refreshes, each of which every node received
+// from up to six mesh peers besides the publisher's own copy. With D 3
+// the idle CPU of 40 testnet nodes fell from 42 % to 36 % of one core in
+// the tenth session's experiment (docs/bench/notes.md, "Gossip parameters
+// for a small mesh"; the slower presence refresh did the rest of the
+// eleventh session's cut).
+type GossipConfig struct {
+	D, Dlo, Dhi, Dlazy int
+	Heartbeat          time.Duration
+	// FloodPublish sends a peer's own messages to all peers of the topic
+	// it is connected to, not only to its mesh: delivery that does not
+	// wait for a mesh, at the price of a duplicate at most peers.
+	FloodPublish bool
+}
+
+// SmallMeshGossip is the default GossipConfig: D 3 (Dlo 2, Dhi 5), Dlazy
+// 3, gossipsub's 1 s heartbeat, flood publish on. Three mesh peers keep a
+// message's path redundant (a peer reaches the rest of the mesh through
+// any of them), and IHAVE gossip repairs what a broken mesh link missed
+// within a heartbeat or two. Flood publish stays on: a peer that has just
+// started has no mesh yet, and without it its first announcements reached
+// nobody until a refresh (an 80-node testnet did not connect within two
+// minutes in the eleventh session's measurement without it).
+func SmallMeshGossip() GossipConfig {
+	return GossipConfig{D: 3, Dlo: 2, Dhi: 5, Dlazy: 3, Heartbeat: time.Second, FloodPublish: true}
+}
+
+// withDefaults is d for a zero GossipConfig; otherwise it fills the zero
+// fields of g from d (FloodPublish is then taken as given).
+func (g GossipConfig) withDefaults(d GossipConfig) GossipConfig {
+	if g == (GossipConfig{}) {
+		return d
+	}
+	if g.D <= 0 && g.Dlo <= 0 && g.Dhi <= 0 {
+		g.D, g.Dlo, g.Dhi = d.D, d.Dlo, d.Dhi
+	}
+	if g.Dlazy <= 0 {
+		g.Dlazy = d.Dlazy
+	}
+	if g.Heartbeat <= 0 {
+		g.Heartbeat = d.Heartbeat
+	}
+	return g
+}
+
+// PubsubOptions are the gossipsub options for g: its parameters on top of
+// gossipsub's defaults. Dout (outbound mesh links, an eclipse defence)
+// follows D, as gossipsub requires it below Dlo and D/2; Dscore (links
+// kept by score when pruning) may not exceed Dhi. An invalid shape is an
+// error here, before the host starts, not inside pubsub.
+func (g GossipConfig) PubsubOptions() ([]pubsub.Option, error) {
+	if !(g.Dlo <= g.D && g.D <= g.Dhi && g.Dlo >= 1 && g.D >= 2) {
+		return nil, fmt.Errorf("gossip mesh degree: want 1 <= Dlo (%d) <= D (%d) <= Dhi (%d) and D >= 2", g.Dlo, g.D, g.Dhi)
+	}
+	if g.Dlazy < 0 || g.Heartbeat <= 0 {
+		return nil, fmt.Errorf("gossip: Dlazy %d and heartbeat %v must not be negative or zero", g.Dlazy, g.Heartbeat)
+	}
+	p := pubsub.DefaultGossipSubParams()
+	p.D, p.Dlo, p.Dhi, p.Dlazy = g.D, g.Dlo, g.Dhi, g.Dlazy
+	p.Dout = min(p.Dout, g.Dlo-1, (g.D/2)-1)
+	p.Dout = max(p.Dout, 0)
+	p.Dscore = min(p.Dscore, g.Dhi)
+	p.HeartbeatInterval = g.Heartbeat
+	return []pubsub.Option{pubsub.WithGossipSubParams(p), pubsub.WithFloodPublish(g.FloodPublish)}, nil
+}

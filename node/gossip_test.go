@@ -1,0 +1,182 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/bedwe/bedwe/node"
+)
+
+// meshTracer counts, from pubsub's own trace, the peers in one host's
+// mesh for each topic (grafted minus pruned).
+type meshTracer struct {
+	mu     sync.Mutex
+	mesh   map[string]map[peer.ID]bool
+	pruned int
+}
+
+// size is the mesh's size for topic and how many prunes there were.
+func (m *meshTracer) size(topic string) (mesh, pruned int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mesh[topic]), m.pruned
+}
+
+func (m *meshTracer) Graft(p peer.ID, topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mesh[topic] == nil {
+		m.mesh[topic] = map[peer.ID]bool{}
+	}
+	m.mesh[topic][p] = true
+}
+
+func (m *meshTracer) Prune(p peer.ID, topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.mesh[topic], p)
+	m.pruned++
+}
+
+func (*meshTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (*meshTracer) OnClosedOutboundStream(peer.ID)           {}
+func (*meshTracer) AddPeer(peer.ID, string)                  {}
+func (*meshTracer) RemovePeer(peer.ID)                       {}
+func (*meshTracer) Join(string)                              {}
+func (*meshTracer) Leave(string)                             {}
+func (*meshTracer) ValidateMessage(*pubsub.Message)          {}
+func (*meshTracer) DeliverMessage(*pubsub.Message)           {}
+func (*meshTracer) RejectMessage(*pubsub.Message, string)    {}
+func (*meshTracer) DuplicateMessage(*pubsub.Message)         {}
+func (*meshTracer) ThrottlePeer(peer.ID)                     {}
+func (*meshTracer) RecvRPC(*pubsub.RPC)                      {}
+func (*meshTracer) SendRPC(*pubsub.RPC, peer.ID)             {}
+func (*meshTracer) DropRPC(*pubsub.RPC, peer.ID)             {}
+func (*meshTracer) UndeliverableMessage(*pubsub.Message)     {}
+
+// gossipStar starts a real gossipsub host at the centre of leaves real
+// leaf hosts, all with g's options, every one subscribed to topic; it
+// returns the centre's mesh tracer and every host's subscription.
+func gossipStar(t *testing.T, g node.GossipConfig, leaves int, topic string) (*meshTracer, []*pubsub.Topic, []*pubsub.Subscription) {
+	t.Helper()
+	opts, err := g.PubsubOptions()
+	if err != nil {
+		t.Fatalf("PubsubOptions(%+v): %v", g, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr := &meshTracer{mesh: map[string]map[peer.ID]bool{}}
+	var hosts []host.Host
+	var topics []*pubsub.Topic
+	var subs []*pubsub.Subscription
+	for i := 0; i <= leaves; i++ {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		hostOpts := opts
+		if i == 0 {
+			hostOpts = append([]pubsub.Option{pubsub.WithRawTracer(tr)}, opts...)
+		}
+		ps, err := pubsub.NewGossipSub(ctx, h, hostOpts...)
+		if err != nil {
+			t.Fatalf("gossipsub with %+v: %v", g, err)
+		}
+		tp, err := ps.Join(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := tp.Subscribe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts, topics, subs = append(hosts, h), append(topics, tp), append(subs, sub)
+	}
+	for _, leaf := range hosts[1:] {
+		if err := hosts[0].Connect(ctx, peer.AddrInfo{ID: leaf.ID(), Addrs: leaf.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr, topics, subs
+}
+
+// The default gossip shape is the small mesh: a peer whose seven
+// subscribed neighbours all graft it prunes its mesh back to between Dlo
+// and Dhi of them (gossipsub's defaults keep all seven: Dhi is 12), and a
+// message published at a leaf still reaches every peer, those outside the
+// centre's mesh through gossip (IHAVE/IWANT).
+func TestSmallMeshGossip(t *testing.T) {
+	g := node.DefaultConfig().Gossip
+	if g != node.SmallMeshGossip() {
+		t.Fatalf("DefaultConfig().Gossip = %+v, want SmallMeshGossip %+v", g, node.SmallMeshGossip())
+	}
+	const topic = "small-mesh"
+	tr, topics, subs := gossipStar(t, g, 7, topic)
+	eventually(t, 20*time.Second, "the centre's mesh pruned to [Dlo, Dhi]", func() error {
+		if n, pruned := tr.size(topic); pruned == 0 || n < g.Dlo || n > g.Dhi {
+			return fmt.Errorf("%d mesh peers after %d prunes", n, pruned)
+		}
+		return nil
+	})
+	// Published at a leaf (one mesh link, to the centre): it reaches the
+	// other leaves only by the centre forwarding along its mesh and gossip.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := topics[1].Publish(ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	for i, sub := range subs {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("host %d got nothing: %v", i, err)
+		}
+		if string(msg.Data) != "hello" {
+			t.Fatalf("host %d got %q", i, msg.Data)
+		}
+	}
+}
+
+// Shapes gossipsub would refuse are refused before any host starts, and
+// gossipsub's own defaults are still accepted (a node configured with
+// them gets Dout 2, as gossipsub has it).
+func TestGossipConfigShapes(t *testing.T) {
+	for _, g := range []node.GossipConfig{
+		node.SmallMeshGossip(),
+		{D: 6, Dlo: 5, Dhi: 12, Dlazy: 6, Heartbeat: time.Second, FloodPublish: true},
+		{D: 2, Dlo: 1, Dhi: 2, Dlazy: 0, Heartbeat: 5 * time.Second},
+	} {
+		opts, err := g.PubsubOptions()
+		if err != nil {
+			t.Errorf("PubsubOptions(%+v): %v", g, err)
+			continue
+		}
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pubsub.NewGossipSub(context.Background(), h, opts...); err != nil {
+			t.Errorf("gossipsub refused %+v: %v", g, err)
+		}
+		h.Close()
+	}
+	for _, g := range []node.GossipConfig{
+		{D: 3, Dlo: 4, Dhi: 5, Dlazy: 3, Heartbeat: time.Second},
+		{D: 6, Dlo: 2, Dhi: 5, Dlazy: 3, Heartbeat: time.Second},
+		{D: 3, Dlo: 2, Dhi: 5, Dlazy: 3},
+		{D: 1, Dlo: 1, Dhi: 1, Dlazy: 3, Heartbeat: time.Second}, // Dout 0 is not below D/2
+	} {
+		if _, err := g.PubsubOptions(); err == nil {
+			t.Errorf("PubsubOptions(%+v) accepted", g)
+		}
+	}
+}
