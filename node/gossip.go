@@ -18,10 +18,10 @@ import (
 // of boards that share a swarm key and a member list, and at idle its
 // whole traffic is presence refreshes, each of which every node received
 // from up to six mesh peers besides the publisher's own copy. With D 3
-// the idle CPU of 40 testnet nodes fell from 42 % to 36 % of one core in
-// the tenth session's experiment (docs/bench/notes.md, "Gossip parameters
-// for a small mesh"; the slower presence refresh did the rest of the
-// eleventh session's cut).
+// and the slower presence refresh (Config.PresenceRefreshPerPeer) the
+// idle CPU of 40 testnet nodes fell from 41–54 % to 25–29 % of one core
+// (twelfth session, alternating runs on a quiet machine; docs/bench/notes.md,
+// "Small-mesh gossip re-landed").
 type GossipConfig struct {
 	D, Dlo, Dhi, Dlazy int
 	Heartbeat          time.Duration
