@@ -389,15 +389,7 @@ func TestRefusedReceiverGivesWay(t *testing.T) {
 	af, recFile, _ := recordingNode(t, "")
 	const key = "wf-test|0"
 	const x = "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD" // successor X
-	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply {
-		t.Helper()
-		h, id := rawHost(t, nf)
-		var rep api.GuardReply
-		if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return rep
-	}
+	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply { return guardRequest(t, nf, m) }
 	holder := pack.Peer{ID: af.PeerID} // any holder: only the tombstones matter here
 	for _, g := range []api.NodeFile{g1f, g2f} {
 		if rep := call(g, api.GuardStore{Key: key, Pack: packFor(t, "S0 S1 S2"), Holder: holder}); !rep.OK {
@@ -681,15 +673,7 @@ func TestRefusedHandoverWithdrawsItsBackup(t *testing.T) {
 	gf := startNode(t, echoServices)
 
 	const x = "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD" // successor X
-	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply {
-		t.Helper()
-		h, id := rawHost(t, nf)
-		var rep api.GuardReply
-		if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return rep
-	}
+	call := func(nf api.NodeFile, m api.GuardRequest) api.GuardReply { return guardRequest(t, nf, m) }
 	const before = "wf-test|0"
 	if rep := call(gf, api.GuardStore{Key: before, Pack: packFor(t, "S0 S1 S2"), Holder: pack.Peer{ID: gf.PeerID}}); !rep.OK {
 		t.Fatalf("store at G: %+v", rep)
@@ -724,6 +708,18 @@ func TestRefusedHandoverWithdrawsItsBackup(t *testing.T) {
 	}
 	// Not by chance: B did get A's copy, and its withdrawal.
 	waitLogLine(t, filepath.Join(filepath.Dir(cfgB.DataDir), "node.log"), "guard copy withdrawn", stepKey, rpc.ShortIDString(af.PeerID))
+}
+
+// guardRequest sends m to the node at nf from a new libp2p host and
+// returns its answer.
+func guardRequest(t *testing.T, nf api.NodeFile, m api.GuardRequest) api.GuardReply {
+	t.Helper()
+	h, id := rawHost(t, nf)
+	var rep api.GuardReply
+	if err := rpc.CallCBOR(context.Background(), h, id, m.Protocol(), m, &rep, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // waitLogLine waits until the log file at path has a line that contains
