@@ -327,9 +327,8 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 // peer and record nothing as moved on (node/guard G11), since the step
 // lives on elsewhere (with its sender, or the peer that took it first).
 func (n *Node) withdrawBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
-	self := n.host.ID().String()
 	for _, b := range backups {
-		n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: attempt, Withdraw: self}, settleCallTimeout)
+		n.guardCall(ctx, b, api.GuardWithdraw{Key: key, Attempt: attempt}, settleCallTimeout)
 	}
 }
 

@@ -885,6 +885,7 @@ var guardDecoders = map[string]func([]byte) (api.GuardRequest, error){
 	api.ProtoGuardStatus:    decodeGuard[api.GuardStatus],
 	api.ProtoGuardOwner:     decodeGuard[api.GuardOwner],
 	api.ProtoGuardHandback:  decodeGuard[api.GuardHandback],
+	api.ProtoGuardWithdraw:  decodeGuard[api.GuardWithdraw],
 	api.ProtoHeldSuperseded: decodeGuard[api.HeldSuperseded],
 	api.ProtoHeldAddWatcher: decodeGuard[api.HeldAddWatcher],
 	api.ProtoJoinReplica:    decodeGuard[api.JoinReplica],
@@ -951,6 +952,11 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By})
 		}
 		return n.releaseGuard(m)
+	case api.GuardWithdraw:
+		// The caller withdraws its own copy only (the holder is who asks).
+		rep := n.stepGuardReply(m.Key, guard.Withdraw{Holder: from.String(), Attempt: m.Attempt})
+		n.log.Debug("guard copy withdrawn", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortID(from), "err", rep.Error)
+		return rep
 	case api.GuardStatus:
 		r := n.guards.view(m.Key).Status()
 		return guardReply(&r)

@@ -533,11 +533,6 @@ func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardReq
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	if m.Withdraw != "" {
-		rep := n.stepGuardReply(m.Key, guard.Withdraw{Holder: m.Withdraw, Attempt: m.Attempt})
-		n.log.Debug("guard copy withdrawn", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.Withdraw), "err", rep.Error)
-		return rep
-	}
 	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, Yield: m.Yield})
 	n.log.Debug("guard release", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.By), "yield", rpc.ShortIDString(m.Yield),
 		"rerouted", m.Rerouted, "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)

@@ -703,6 +703,14 @@ func TestRefusedHandoverWithdrawsItsBackup(t *testing.T) {
 	if rep := call(bf, api.GuardStatus{Key: stepKey}); !rep.Known || rep.Released || rep.Holder.ID != x {
 		t.Fatalf("B guarding the step at X: %+v, want known, held by X, not released", rep)
 	}
+	// A withdrawal names its caller as the holder: another peer's cannot
+	// drop X's copy.
+	if rep := call(bf, api.GuardWithdraw{Key: stepKey}); !rep.OK {
+		t.Fatalf("withdrawal by a third peer: %+v", rep)
+	}
+	if rep := call(bf, api.GuardStatus{Key: stepKey}); !rep.Known || rep.Holder.ID != x {
+		t.Fatalf("B after a third peer's withdrawal: %+v, want still held by X", rep)
+	}
 	if runs := countRuns(t, recFile, "S1"); runs != 0 {
 		t.Fatalf("S1 ran %d times, want 0", runs)
 	}

@@ -16,6 +16,7 @@ const (
 	ProtoGuardStatus    = "/bedwe/guard/status/1.0.0"
 	ProtoGuardOwner     = "/bedwe/guard/owner/1.0.0"
 	ProtoGuardHandback  = "/bedwe/guard/handback/1.0.0"
+	ProtoGuardWithdraw  = "/bedwe/guard/withdraw/1.0.0"
 	ProtoHeldSuperseded = "/bedwe/held/superseded/1.0.0"
 	ProtoHeldAddWatcher = "/bedwe/held/add-watcher/1.0.0"
 	ProtoJoinReplica    = "/bedwe/join/replica/1.0.0"
@@ -71,11 +72,6 @@ type GuardRelease struct {
 	// took the attempt first: By) and gives way: a guardian that recorded
 	// Yield as the successor records By instead, and nothing else changes.
 	Yield string `cbor:"6,keyasint,omitempty"`
-	// Withdraw is a receiver that stored a copy here while taking the
-	// hand-over of the step at Attempt and then refused it: the copy
-	// naming it is dropped, and the attempt is not marked as moved on
-	// (node/guard G11). Nothing else in the message counts then.
-	Withdraw string `cbor:"7,keyasint,omitempty"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its
@@ -94,6 +90,15 @@ type GuardOwner struct {
 // GuardHandback asks a guardian, from a holder draining before a power
 // cut, to re-route Key at Attempt now rather than after the cut.
 type GuardHandback struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint,omitempty"`
+}
+
+// GuardWithdraw tells a backup guardian, from a receiver that stored a
+// copy of Key there while taking the hand-over of the step at Attempt and
+// then refused it, to drop that copy: the copy naming the caller is
+// dropped, and the attempt is not marked as moved on (node/guard G11).
+type GuardWithdraw struct {
 	Key     string `cbor:"1,keyasint"`
 	Attempt int    `cbor:"2,keyasint,omitempty"`
 }
@@ -211,6 +216,9 @@ func (GuardOwner) Protocol() string { return ProtoGuardOwner }
 
 // Protocol returns ProtoGuardHandback.
 func (GuardHandback) Protocol() string { return ProtoGuardHandback }
+
+// Protocol returns ProtoGuardWithdraw.
+func (GuardWithdraw) Protocol() string { return ProtoGuardWithdraw }
 
 // Protocol returns ProtoHeldSuperseded.
 func (HeldSuperseded) Protocol() string { return ProtoHeldSuperseded }
