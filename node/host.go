@@ -16,6 +16,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/member"
@@ -39,10 +41,10 @@ func (n *Node) startHost(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	raw, err := libp2p.New(append([]libp2p.Option{
+	raw, err := libp2p.New(append(append([]libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
-	}, memberOpts...)...)
+	}, n.transportOptions()...), memberOpts...)...)
 	if err != nil {
 		return fmt.Errorf("node: start libp2p host on %v: %w", listen, err)
 	}
@@ -131,6 +133,19 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	}
 }
 
+// transportOptions are the transports the host speaks: TCP, and QUIC when
+// the mesh is not private (a swarm key needs TCP). Not go-libp2p's default
+// set: WebTransport, WebRTC and the circuit relay are not used by bedwe, and
+// each would cost every node its listeners, goroutines and memory (the idle
+// figures in docs/bench/notes.md, "Fewer connections at idle").
+func (n *Node) transportOptions() []libp2p.Option {
+	opts := []libp2p.Option{libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay()}
+	if n.cfg.SwarmKeyFile == "" {
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	return opts
+}
+
 // clearDialBackoff forgets the dial backoff libp2p keeps for id after
 // failed dials, so the next call dials at once.
 func (n *Node) clearDialBackoff(id peer.ID) {
@@ -167,10 +182,15 @@ func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return
 	}
-	if len(n.host.Network().Peers()) >= n.cfg.TargetPeers {
+	// Dials in flight count as connections: at start presence names
+	// nearly every peer before the first dial finishes, and without them
+	// a node would dial them all.
+	if len(n.host.Network().Peers())+int(n.dialing.Load()) >= n.cfg.TargetPeers {
 		return
 	}
+	n.dialing.Add(1)
 	go func() {
+		defer n.dialing.Add(-1)
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		defer cancel()
 		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})

@@ -185,6 +185,8 @@ type Node struct {
 	limits   pack.Limits
 	cancels  *pubsub.Topic
 
+	// dialing counts the dials maybeConnect has in flight.
+	dialing atomic.Int64
 	// running counts steps executing now (gossiped as queue length).
 	running atomic.Int64
 	// bulk bounds concurrent executions and the queue of steps waiting

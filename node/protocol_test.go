@@ -113,6 +113,7 @@ func runNode(t testing.TB, cfg node.Config) (api.NodeFile, func()) {
 	case nf := <-ready:
 		return nf, stop
 	case err := <-done:
+		done <- err // for stop, run at cleanup
 		t.Fatalf("node stopped at start: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("node did not start within 30s")
