@@ -19,6 +19,8 @@ import (
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -36,6 +38,9 @@ func (n *Node) startHost(ctx context.Context) error {
 	self, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return fmt.Errorf("node: identity: %w", err)
+	}
+	if err := checkListen(listen); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	memberOpts, err := n.startMembership(self, listen)
 	if err != nil {
@@ -254,6 +259,27 @@ func (n *Node) startMembership(self peer.ID, listen []string) ([]libp2p.Option, 
 		return nil, err
 	}
 	return append(opts, libp2p.ConnectionGater(gate), libp2p.ResourceManager(rm)), nil
+}
+
+// checkListen refuses a listen address on a transport the host does not
+// speak (see transportOptions) with a message naming the ones it does,
+// instead of go-libp2p's "no transport for protocol".
+func checkListen(listen []string) error {
+	for _, a := range listen {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return fmt.Errorf("--listen %s: %w", a, err)
+		}
+		var names []string
+		for _, p := range m {
+			names = append(names, p.Protocol().Name)
+		}
+		if len(names) == 2 && names[1] == "tcp" || len(names) == 3 && names[1] == "udp" && names[2] == "quic-v1" {
+			continue
+		}
+		return fmt.Errorf("--listen %s: bedwe listens on TCP (/ip4/0.0.0.0/tcp/4001) or QUIC (/ip4/0.0.0.0/udp/4001/quic-v1) only", a)
+	}
+	return nil
 }
 
 // isUDP reports whether a listen address is a UDP transport (QUIC,

@@ -1,10 +1,13 @@
 package node_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
 )
 
 // TestMeshOverQUIC: the host's transports are chosen, not go-libp2p's
@@ -39,5 +42,25 @@ func TestMeshOverQUIC(t *testing.T) {
 	}
 	if ran != other.PeerID {
 		t.Fatalf("step only ran on %q, want the QUIC-only peer %s", ran, other.PeerID)
+	}
+}
+
+// TestListenOnUnspokenTransportRefused: a listen address on a transport the
+// host does not speak stops the node at start with a message naming the
+// ones it does, not go-libp2p's "no transport for protocol".
+func TestListenOnUnspokenTransportRefused(t *testing.T) {
+	for _, addr := range []string{"/ip4/127.0.0.1/tcp/0/ws", "/ip4/127.0.0.1/udp/0/quic-v1/webtransport"} {
+		cfg := testConfig(t, node.TestnetConfig(), "version: 1\nservices:\n  s: {kind: echo}\n")
+		cfg.Listen = []string{addr}
+		n, err := node.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = n.Run(ctx, func(api.NodeFile) { t.Errorf("node listening on %s started", addr) })
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "listens on TCP") || !strings.Contains(err.Error(), addr) {
+			t.Errorf("listen %s: %v, want a refusal naming TCP and QUIC", addr, err)
+		}
 	}
 }

@@ -64,7 +64,7 @@ Examples:
    bedwe node --data ~/.bedwe --max-concurrent 8 --queue 32 --max-workflows 500`,
 		Flags: []cli.Flag{
 			dataFlag(),
-			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
+			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable): TCP (/ip4/0.0.0.0/tcp/4001) or, without --swarm-key, QUIC (/ip4/0.0.0.0/udp/4001/quic-v1)", Value: cli.NewStringSlice("/ip4/0.0.0.0/tcp/4001")},
 			&cli.StringFlag{Name: "zone", Usage: "load-shedding zone this board is in", EnvVars: []string{"BEDWE_ZONE"}},
 			&cli.StringFlag{Name: "services", Usage: "services file declaring what this peer may run (YAML)"},
 			&cli.StringSliceFlag{Name: "bootstrap", Usage: "full multiaddr of a peer to join through (repeatable)"},
