@@ -694,7 +694,22 @@ func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
 // cut left behind can stay mute for seconds after the heal (TCP's
 // retransmission backoff, libp2p's dial backoff) while a new dial gets
 // through at once.
+//
+// Concurrent checks of one peer share one answer (n.freshChecks): each
+// check's redial closes all of the peer's connections, the one another
+// check has just dialled included. In a CI run of flapping-link
+// (thirteenth session) two re-route checks of one step ran at once: one
+// found the holder answering, the other read it as gone two milliseconds
+// later and re-routed a step that had moved on, and an at-most-once step
+// ran twice.
 func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
+	v, _, _ := n.freshChecks.Do(string(id), func() (any, error) {
+		return n.answersFreshOnce(ctx, id), nil
+	})
+	return v.(bool)
+}
+
+func (n *Node) answersFreshOnce(ctx context.Context, id peer.ID) bool {
 	if n.pingable(ctx, id) {
 		return true
 	}

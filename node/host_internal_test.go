@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
 // At start presence names many peers within a moment, before any dial
@@ -52,5 +56,77 @@ func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 	n.maybeConnect(others[len(others)-1])
 	if d := n.dialing.Load(); d != 0 {
 		t.Fatalf("dialled a peer beyond TargetPeers")
+	}
+}
+
+// Concurrent answersFresh checks of one peer share one check: each check's
+// redial closes every connection to the peer, so two at once could close
+// the fresh connection the other had just dialled and read a live holder
+// as gone. The peer here does not answer pings on its first connection
+// (a connection a cut left mute) and answers on any later one.
+func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
+	self, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { self.Close() })
+	holder, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	var mu sync.Mutex
+	var first network.Conn
+	var mutePings, answeredPings int
+	holder.SetStreamHandler(ping.ID, func(s network.Stream) {
+		mu.Lock()
+		if first == nil {
+			first = s.Conn()
+		}
+		mute := s.Conn() == first
+		if mute {
+			mutePings++
+		} else {
+			answeredPings++
+		}
+		mu.Unlock()
+		defer s.Close()
+		buf := make([]byte, ping.PingSize)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+			if !mute {
+				if _, err := s.Write(buf); err != nil {
+					return
+				}
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{host: self, ctx: ctx}
+	const checks = 4
+	answers := make(chan bool, checks)
+	start := make(chan struct{})
+	for range checks {
+		go func() {
+			<-start
+			answers <- n.answersFresh(ctx, holder.ID())
+		}()
+	}
+	close(start)
+	for range checks {
+		if !<-answers {
+			t.Errorf("a concurrent check read the live peer as gone")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if answeredPings != 1 {
+		t.Errorf("the peer answered %d pings on fresh connections (muted %d), want 1: concurrent checks did not share one", answeredPings, mutePings)
 	}
 }

@@ -156,6 +156,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
@@ -185,6 +186,9 @@ type Node struct {
 	limits   pack.Limits
 	cancels  *pubsub.Topic
 
+	// freshChecks lets concurrent answersFresh calls on one peer share
+	// one check (keyed by peer ID).
+	freshChecks singleflight.Group
 	// dialing counts the dials maybeConnect has in flight.
 	dialing atomic.Int64
 	// running counts steps executing now (gossiped as queue length).
