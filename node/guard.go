@@ -702,11 +702,18 @@ func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
 // found the holder answering, the other read it as gone two milliseconds
 // later and re-routed a step that had moved on, and an at-most-once step
 // ran twice.
+// The shared check runs on the node's context, so one caller giving up
+// does not answer "gone" to the others.
 func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
-	v, _, _ := n.freshChecks.Do(string(id), func() (any, error) {
-		return n.answersFreshOnce(ctx, id), nil
+	ch := n.freshChecks.DoChan(string(id), func() (any, error) {
+		return n.answersFreshOnce(n.ctx, id), nil
 	})
-	return v.(bool)
+	select {
+	case <-ctx.Done():
+		return false
+	case r := <-ch:
+		return r.Val.(bool)
+	}
 }
 
 func (n *Node) answersFreshOnce(ctx context.Context, id peer.ID) bool {
