@@ -196,12 +196,12 @@ func (n *Node) maybeConnect(id peer.ID) {
 		return
 	}
 	n.dialing.Add(1)
-	go func() {
+	n.spawn(func(ctx context.Context) {
 		defer n.dialing.Add(-1)
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})
-	}()
+	})
 }
 
 // startMembership sets up what decides who belongs to the mesh (package
