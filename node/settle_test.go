@@ -751,3 +751,73 @@ func waitLogLine(t *testing.T, path string, parts ...string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestReplicaTakingOverADecidedJoinForwards is join J4 at a real node: a
+// replica that recorded both branch ends from its actor's updates (the
+// actor a real libp2p host) gets one of them again straight from the
+// branch's holder — the actor took it and replicated it, and its ack was
+// lost to a cut — so it takes the join over, and being decided it moves
+// the continuation on: the step after the join runs, once, counted in
+// the services' record. Before, it took over and forwarded nothing, the
+// old actor's continuation was refused as superseded (J7), and the
+// workflow was lost (a flapping-link loop, fourteenth session).
+func TestReplicaTakingOverADecidedJoinForwards(t *testing.T) {
+	nf, recFile, _ := recordingNode(t, "")
+	hp, c := rawHost(t, nf)
+	actor := peerRef(hp)
+	// The old actor answers the continuation's settle (it is at epoch 0 and
+	// was told of the takeover, or not: either way it does not refuse).
+	rpc.Serve(hp, api.ProtoJoinForwarded, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+	const id = "j-decided"
+	replica := pack.Peer{ID: nf.PeerID, Addrs: nf.Addrs}
+	primary := join.New(join.Record{ID: id, WorkflowID: "wf-test", Kind: pack.FrameFork,
+		Branches: []*join.Body{{Text: "S0", Paths: []string{"0.0/0"}}, {Text: "S1", Paths: []string{"0.1/0"}}},
+		Rest:     &join.Body{Text: "S5", Paths: []string{"1"}},
+		Origin:   []pack.Peer{{ID: "12D3KooWGRUVh8fQ2pxN4cFh2n5VEWkm8JzbdZf6XqqSQ7WXaWfD"}},
+		Replicas: []pack.Peer{replica}, Created: time.Now().UTC()}, actor)
+	cp := primary.ReplicaCopy(0)
+	call := func(m api.GuardRequest) {
+		t.Helper()
+		var rep api.GuardReply
+		if err := rpc.CallCBOR(context.Background(), hp, c, m.Protocol(), m, &rep, 10*time.Second); err != nil || !rep.OK {
+			t.Fatalf("%s: %v %+v", m.Protocol(), err, rep)
+		}
+	}
+	call(api.JoinReplica{Record: rpc.MustCBOR(&cp)})
+	for b := range 2 {
+		call(api.JoinUpdate{Key: id, Delivery: api.Delivery{WorkflowID: "wf-test", JoinID: id, Branch: b, OK: true}})
+	}
+	if runs := countRuns(t, recFile, "S5"); runs != 0 {
+		t.Fatalf("S5 ran %d times before the takeover, want 0 (a replica does not act)", runs)
+	}
+	// Branch 1's holder, whose delivery to the actor timed out, delivers it
+	// here.
+	d := api.Delivery{WorkflowID: "wf-test", JoinID: id, Branch: 1, OK: true}
+	var ack api.Ack
+	if err := rpc.CallCBOR(context.Background(), hp, c, api.ProtoDeliver, d, &ack, 10*time.Second); err != nil || !ack.OK {
+		t.Fatalf("branch end delivered to the replica: %v %+v", err, ack)
+	}
+	waitRuns(t, recFile, "S5", 1)
+}
+
+// waitRuns waits until svc was invoked n times in the services record
+// file recFile, and fails if it was invoked more often.
+func waitRuns(t *testing.T, recFile, svc string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runs := countRuns(t, recFile, svc)
+		if runs > n {
+			t.Fatalf("%s ran %d times, want %d", svc, runs, n)
+		}
+		if runs == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s ran %d times after 30s, want %d", svc, runs, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -45,8 +45,12 @@
 //     silence, a later one only after asking the earlier ones
 //     (Ready.AskEarlier). A Moved or Recovering copy never acts.
 //   - J4 (forward once per copy): a copy asks for the continuation to be
-//     moved on once per time it becomes the actor of a decided join, and
-//     Forwarded is final.
+//     moved on once per time it becomes the actor of a decided join —
+//     whichever way it became the actor: the actor's silence, the earlier
+//     replicas' silence, or a branch end that reached it directly after
+//     it had recorded every end from the actor's updates (before the
+//     fourteenth session that last way forwarded nothing and lost the
+//     workflow; testdata/replica.txt) — and Forwarded is final.
 //   - J5 (one split per chain): before any branch starts, the acting copy
 //     settles Split — it releases the guardians of the step before the
 //     pattern, and a guardian that had re-routed that step answers that
@@ -902,7 +906,8 @@ func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
 		j.rec.Role, j.rec.Actor, j.rec.Epoch, j.rec.EpochActor = RoleActing, self, j.rec.Epoch+1, self.ID
 		r := j.record(d)
 		r.Persist, r.Unwatch, r.TookOver = true, true, "a branch end reached this replica"
-		if j.rec.Phase == PhaseOpen {
+		switch j.rec.Phase {
+		case PhaseOpen:
 			a := j.act(none())
 			r.SettleSplit = a.SettleSplit
 			for _, i := range a.StartBranches {
@@ -910,6 +915,14 @@ func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
 					r.StartBranches = append(r.StartBranches, i)
 				}
 			}
+		case PhaseDecided:
+			// Decided already from the actor's updates (this end is one
+			// of them, its ack lost): the copy that now acts moves the
+			// pattern on (J4). Before, it took over and forwarded
+			// nothing, while the old actor's continuation was refused as
+			// superseded (J7): a flapping-link run lost the workflow
+			// (fourteenth session).
+			r.Forward = true
 		}
 		return r
 	}
