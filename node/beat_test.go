@@ -2,8 +2,10 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,7 +85,13 @@ func (l *logLines) waitFor(t *testing.T, parts ...string) string {
 // after about 0.5 s) and a generous 2 s confirmation, logging into lines.
 func startGuardian(t *testing.T, lines *logLines) api.NodeFile {
 	t.Helper()
-	cfg := testConfig(t, node.DefaultConfig(), echoServices)
+	return startGuardianWith(t, lines, echoServices)
+}
+
+// startGuardianWith is startGuardian with the services file services.
+func startGuardianWith(t *testing.T, lines *logLines, services string) api.NodeFile {
+	t.Helper()
+	cfg := testConfig(t, node.DefaultConfig(), services)
 	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
 	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
 	cfg.Heartbeat.LateTimerTolerance = 200 * time.Millisecond
@@ -358,5 +366,69 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the primary that kept no copy was never told of the backup's re-route")
+	}
+}
+
+// TestSupersededChainCopyNotRerouted is guard invariant G12 at a real
+// node: it guards step S1 for a holder (a real libp2p host) that took the
+// hand-over settling the step before with guardian G (another real host),
+// and the holder goes silent. Before it re-routes, the node probes G for
+// the release the holder made (By the holder). When G answers superseded
+// (it re-routed the step before past that attempt: the holder's chain is
+// superseded), the node drops its copy with no tombstone and S1 never
+// runs (counted in the services' invocation record); when G answers that
+// the release stands, the node re-routes as before. Before, a
+// guardian re-routed a superseded chain's copy whose holder's withdrawal
+// had been lost to a cut, and a step that the live chain had already
+// delivered ran again (a CI run of flapping-link, fourteenth session).
+func TestSupersededChainCopyNotRerouted(t *testing.T) {
+	for _, superseded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("superseded=%v", superseded), func(t *testing.T) {
+			recFile := filepath.Join(t.TempDir(), "invocations.jsonl")
+			lines := newLogLines()
+			nf := startGuardianWith(t, lines, fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile))
+			g := listeningHost(t)
+			probes := make(chan api.GuardRelease, 16)
+			rpc.Serve(g, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+				var m api.GuardRelease
+				if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+					return nil
+				}
+				probes <- m
+				return rpc.MustCBOR(api.GuardReply{OK: true, Known: true, Superseded: superseded && m.Probe})
+			})
+			f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+			const before = "wf-test|before"
+			key := journal.StepKey("wf-test", "0")
+			raw := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleGuard, Key: before, Peers: []pack.Peer{peerRef(g)}})
+			if rep := f.guard(t, api.GuardStore{Key: key, Pack: raw, Holder: f.ref()}); !rep.OK {
+				t.Fatalf("store refused: %+v", rep)
+			}
+			holder := f.h.ID().String()
+			if err := f.h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if superseded {
+				lines.waitFor(t, "not re-routing: a guardian of the step before re-routed it past this chain", "key="+key)
+			} else {
+				lines.waitFor(t, "msg=re-routing", "key="+key, "attempt=1")
+			}
+			select {
+			case m := <-probes:
+				if !m.Probe || m.Key != before || m.Attempt != 0 || m.By != holder {
+					t.Fatalf("G was asked %+v, want a probe of %s attempt 0 by the holder %s", m, before, holder)
+				}
+			default:
+				t.Fatal("G was never asked")
+			}
+			if superseded {
+				if rep := guardRequest(t, nf, api.GuardStatus{Key: key}); rep.Known {
+					t.Fatalf("the guardian after dropping the superseded chain's copy: %+v, want nothing known (no tombstone)", rep)
+				}
+				if runs := countRuns(t, recFile, "S1"); runs != 0 {
+					t.Fatalf("S1 ran %d times, want 0: a superseded chain's copy was re-routed", runs)
+				}
+			}
+		})
 	}
 }

@@ -656,13 +656,23 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 // is dropped (MovedOn). It also says whether an origin and a co-guardian
 // answered, and how many co-guardians it asked.
 func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *guard.Record, p *pack.Pack) (movedOn, originReached, peersReached bool, asked int) {
-	var ended, released bool
+	var ended, released, stale bool
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); ended, originReached = n.workflowEndedReached(ctx, p) }()
 	go func() { defer wg.Done(); released, peersReached, asked = n.askCoGuardians(ctx, key, c) }()
+	go func() { defer wg.Done(); stale = n.chainSuperseded(ctx, c, p) }()
 	wg.Wait()
-	if ctx.Err() != nil || !(ended || released) {
+	if ctx.Err() != nil {
+		return false, originReached, peersReached, asked
+	}
+	if stale && !ended && !released {
+		n.log.Info("not re-routing: a guardian of the step before re-routed it past this chain", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "holder", rpc.ShortIDString(o.Holder.ID))
+		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: headPath(p), Attempt: o.Attempt, Peer: o.Holder.ID, Reason: "guard copy of a superseded chain dropped"})
+		n.stepGuardLogged(key, guard.ChainSuperseded{Holder: o.Holder.ID, Attempt: o.Attempt})
+		return true, originReached, peersReached, asked
+	}
+	if !(ended || released) {
 		return false, originReached, peersReached, asked
 	}
 	why := "the workflow has ended"
@@ -672,6 +682,53 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 	n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
 	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
 	return true, originReached, peersReached, asked
+}
+
+// chainSuperseded probes the release of the step before c's step, as c's
+// holder made it when it took the hand-over (the SettleGuard items of the
+// kept pack p, By the holder; node/guard G6), at every guardian of that
+// step at once, and reports whether one answered superseded: then c is a
+// copy of a chain a guardian re-routed away from (or that another
+// successor took first), which the holder refused or its next hop
+// refuses, and re-routing it would run its step a second time
+// (node/guard G12). No answer, or a pack with nothing to settle (a
+// re-route's, the origin's, a join's), says no.
+func (n *Node) chainSuperseded(ctx context.Context, c *guard.Record, p *pack.Pack) bool {
+	type probe struct {
+		to  pack.Peer
+		msg api.GuardRelease
+	}
+	var probes []probe
+	for _, it := range p.Settle {
+		if it.Kind != pack.SettleGuard {
+			continue
+		}
+		for _, g := range it.Peers {
+			probes = append(probes, probe{g, api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: c.Holder.ID}})
+		}
+	}
+	return anyAtOnce(probes, func(pr probe) bool {
+		rep, err := n.guardCallErr(ctx, pr.to, pr.msg, settleCallTimeout)
+		return err == nil && rep.Superseded
+	})
+}
+
+// anyAtOnce calls f on every item, all at once, and reports whether any
+// call said yes (after all have returned).
+func anyAtOnce[T any](items []T, f func(T) bool) bool {
+	var yes atomic.Bool
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f(it) {
+				yes.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return yes.Load()
 }
 
 // holderBack reports whether the silent holder of key answers a ping now
@@ -800,19 +857,7 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 		return false
 	}
 	try = try[:min(len(try), 5)]
-	var answered atomic.Bool
-	var wg sync.WaitGroup
-	for _, id := range try {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if n.pingable(ctx, id) {
-				answered.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	if answered.Load() {
+	if anyAtOnce(try, func(id peer.ID) bool { return n.pingable(ctx, id) }) {
 		return false
 	}
 	n.cutOffAt.Store(time.Now().UnixNano())
@@ -830,24 +875,17 @@ func (n *Node) pingable(ctx context.Context, id peer.ID) bool {
 // anyPingable reports whether any of peers (this one aside) answers a
 // ping, all asked at once.
 func (n *Node) anyPingable(ctx context.Context, peers []pack.Peer) bool {
-	var answered atomic.Bool
-	var wg sync.WaitGroup
+	var others []pack.Peer
 	for _, p := range peers {
-		id, err := peer.Decode(p.ID)
-		if err != nil || id == n.host.ID() {
-			continue
+		if id, err := peer.Decode(p.ID); err == nil && id != n.host.ID() {
+			others = append(others, p)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n.learnAddrs(id, p.Addrs)
-			if n.pingable(ctx, id) {
-				answered.Store(true)
-			}
-		}()
 	}
-	wg.Wait()
-	return answered.Load()
+	return anyAtOnce(others, func(p pack.Peer) bool {
+		id, _ := peer.Decode(p.ID)
+		n.learnAddrs(id, p.Addrs)
+		return n.pingable(ctx, id)
+	})
 }
 
 // stepGuardLogged steps a guard where no caller can be told of a failure.

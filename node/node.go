@@ -56,7 +56,10 @@
 //     a branch end or completion whose last step a guardian re-routed
 //     (probeSettle), then records it, then releases. A guardian asks the
 //     origin before it re-routes and never re-runs work of a workflow that
-//     has ended (workflowEnded). Tests: TestSupersededChainCompletionRefused,
+//     has ended (workflowEnded), and probes the step before: a copy of a
+//     chain a guardian re-routed away from is dropped, not re-routed
+//     (chainSuperseded, node/guard G12). Tests:
+//     TestSupersededChainCompletionRefused, TestSupersededChainCopyNotRerouted,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
 //     TestSecondSuccessorRefused, TestSecondContinuationReceiverRefused,
 //     TestHandedOnAttemptNotRunAgain; testnet scenarios sender-after-ack,

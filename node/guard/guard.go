@@ -98,8 +98,11 @@
 //     before: the refusing holder recruited it while taking the hand-over,
 //     and the sender may still be handing the step to another peer (a
 //     backup that re-routed there ran the step twice in a loop of
-//     isolate-join-holder). A holder answers so only when it remembers
-//     that refusal.
+//     isolate-join-holder) — also one that stood in for a primary it
+//     could not reach (G3, [Record.StoodIn]): that primary is still the
+//     sender (a flapping-link loop, fourteenth session, saw such a copy
+//     re-routed 0.2 s after the sender had handed the step on). A holder
+//     answers so only when it remembers that refusal.
 //   - G11 (a refused hand-over leaves no tombstone): a receiver that
 //     recruited a backup guardian while taking a hand-over and then
 //     refused it (unsettled, taken by another peer first, superseded,
@@ -112,6 +115,20 @@
 //     that the first receiver, killed before its ack arrived, never ran
 //     (a zone-plus-one run lost a workflow in CI, twelfth session); and
 //     G2 made the same peer ignore a later store of that attempt.
+//   - G12 (a superseded chain is not re-routed): before it re-routes, a
+//     guardian probes the release of the step before as its copy's
+//     holder made it when it took the hand-over (the kept pack's settle
+//     items, By the holder; G6). A guardian of that step that answers
+//     superseded re-routed it past the chain's attempt (G1) or saw
+//     another successor take it (G8): the holder refused the hand-over,
+//     or its next hop refuses it (I1), so the copy is dropped with no
+//     tombstone, as a withdrawal (G11), and nothing is re-routed
+//     ([ChainSuperseded]). The refusing holder's withdrawal is one
+//     message, lost when the holder is cut off as it refuses: in a CI
+//     run of flapping-link (fourteenth session) the backup a refusing
+//     holder had recruited kept its copy, the holder went silent in the
+//     next cut, and the backup re-ran a step whose live chain had
+//     already delivered it.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -160,6 +177,11 @@ type Record struct {
 	Since time.Time `cbor:"8,keyasint"`
 	// Backups are the other guardians a primary copy told about.
 	Backups []pack.Peer `cbor:"9,keyasint,omitempty"`
+	// Stood in: a backup copy that acts as the primary (G3: its primary
+	// was gone, or did not know the step). It is still the copy the
+	// holder stored while taking the hand-over, so a holder that never
+	// took it withdraws it (G10), as from any backup.
+	StoodIn bool `cbor:"10,keyasint,omitempty"`
 }
 
 // otherGuardians are the peers told when this copy's attempt is re-routed
@@ -475,22 +497,34 @@ type Withdraw struct {
 	Attempt int
 }
 
-func (Store) isEvent()         {}
-func (Release) isEvent()       {}
-func (MovedOn) isEvent()       {}
-func (Silent) isEvent()        {}
-func (Handback) isEvent()      {}
-func (PrimaryAnswer) isEvent() {}
-func (Claim) isEvent()         {}
-func (ClaimDispatch) isEvent() {}
-func (Rerouted) isEvent()      {}
-func (GiveUp) isEvent()        {}
-func (Aborted) isEvent()       {}
-func (BackupAdded) isEvent()   {}
-func (Prune) isEvent()         {}
-func (NewerAttempt) isEvent()  {}
-func (NeverTook) isEvent()     {}
-func (Withdraw) isEvent()      {}
+// ChainSuperseded: a guardian of the step before, asked as the copy's
+// Holder asked when it took the hand-over at Attempt (a probe of that
+// release, G6), answered superseded: a guardian re-routed the step before
+// past this chain's attempt, or another successor took it first. The
+// holder refused that hand-over or is refused at its next hop, so
+// nothing moves on from this copy (G12).
+type ChainSuperseded struct {
+	Holder  string
+	Attempt int
+}
+
+func (Store) isEvent()           {}
+func (Release) isEvent()         {}
+func (MovedOn) isEvent()         {}
+func (Silent) isEvent()          {}
+func (Handback) isEvent()        {}
+func (PrimaryAnswer) isEvent()   {}
+func (Claim) isEvent()           {}
+func (ClaimDispatch) isEvent()   {}
+func (Rerouted) isEvent()        {}
+func (GiveUp) isEvent()          {}
+func (Aborted) isEvent()         {}
+func (BackupAdded) isEvent()     {}
+func (Prune) isEvent()           {}
+func (NewerAttempt) isEvent()    {}
+func (NeverTook) isEvent()       {}
+func (ChainSuperseded) isEvent() {}
+func (Withdraw) isEvent()        {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -608,12 +642,17 @@ func (g *Guard) Step(ev Event) Ready {
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{}
 		}
-		if g.copy.Role == RoleBackup {
+		if g.copy.Role == RoleBackup || g.copy.StoodIn {
 			// A backup's copy of work its holder never took was stored by
 			// that holder while it was taking the hand-over it then
 			// refused: the sender (the primary) still has the work, or
 			// gave up and guards the step itself. Dropped, as before G10,
-			// and with no tombstone: nothing moved on (G11).
+			// and with no tombstone: nothing moved on (G11). So is a
+			// backup's that stood in for a primary it could not reach
+			// (G3): that primary is the sender all the same, and a
+			// flapping-link loop (fourteenth session) saw such a copy
+			// re-routed 0.2 s after the sender had handed the step to
+			// another peer — the step ran twice.
 			return g.withdraw()
 		}
 		// The holder answered: nothing to confirm about its silence.
@@ -629,6 +668,11 @@ func (g *Guard) Step(ev Event) Ready {
 		rd := g.withdraw()
 		rd.Reply = &Reply{OK: true}
 		return rd
+	case ChainSuperseded:
+		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{} // moved on, or being re-routed, meanwhile
+		}
+		return g.withdraw()
 	case NewerAttempt:
 		if g.copy == nil || g.copy.Attempt >= e.Attempt {
 			return Ready{}
@@ -765,7 +809,7 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		// hand-off's answer was lost: it keeps no copy and no tombstone,
 		// and may have handed the step to another peer, which G8 refused):
 		// this backup acts (G3).
-		g.copy.Role = RolePrimary
+		g.copy.Role, g.copy.StoodIn = RolePrimary, true
 		return Ready{Persist: PersistSave, Reroute: g.order(e.Why)}
 	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)

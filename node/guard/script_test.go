@@ -73,6 +73,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it", At: clock(t, a)}
 	case "withdraw":
 		ev = Withdraw{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
+	case "chain-superseded":
+		ev = ChainSuperseded{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "newer-attempt":
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
@@ -177,6 +179,9 @@ func state(g *Guard) string {
 		}
 		if len(c.Backups) > 0 {
 			s += " backups=" + ids(c.Backups)
+		}
+		if c.StoodIn {
+			s += " stood-in"
 		}
 		s += ")"
 	}
