@@ -185,19 +185,23 @@ func (n *Node) peerReturned(id peer.ID) {
 // maybeConnect dials a peer learnt from presence while this peer holds
 // fewer than TargetPeers connections, so gossip does not hinge on one
 // bootstrap peer.
+//
+// Dials in flight do not count: at start presence names nearly every
+// peer before the first dial finishes, so a node dials most of the peers
+// it hears of then (a 40-node testnet keeps ~22 connections a node). That
+// density is what gets presence everywhere quickly: counting the dials
+// (~11 connections a node, thirteenth session) saved about two points of
+// idle CPU on 40 nodes, but the mesh then often took 65–70 s instead of
+// ~10 s to see every peer, some announcements never reaching some peers
+// until a refresh (fourteenth session, docs/bench/notes.md).
 func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return
 	}
-	// Dials in flight count as connections: at start presence names
-	// nearly every peer before the first dial finishes, and without them
-	// a node would dial them all.
-	if len(n.host.Network().Peers())+int(n.dialing.Load()) >= n.cfg.TargetPeers {
+	if len(n.host.Network().Peers()) >= n.cfg.TargetPeers {
 		return
 	}
-	n.dialing.Add(1)
 	n.spawn(func(ctx context.Context) {
-		defer n.dialing.Add(-1)
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})
