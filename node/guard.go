@@ -667,9 +667,10 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 		return false, originReached, peersReached, asked
 	}
 	if stale && !ended && !released {
+		// Dropped first, then said: a reader of the log finds it dropped.
+		n.stepGuardLogged(key, guard.ChainSuperseded{Holder: o.Holder.ID, Attempt: o.Attempt})
 		n.log.Info("not re-routing: a guardian of the step before re-routed it past this chain", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "holder", rpc.ShortIDString(o.Holder.ID))
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: headPath(p), Attempt: o.Attempt, Peer: o.Holder.ID, Reason: "guard copy of a superseded chain dropped"})
-		n.stepGuardLogged(key, guard.ChainSuperseded{Holder: o.Holder.ID, Attempt: o.Attempt})
 		return true, originReached, peersReached, asked
 	}
 	if !(ended || released) {
