@@ -694,6 +694,13 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 // refuses, and re-routing it would run its step a second time
 // (node/guard G12). No answer, or a pack with nothing to settle (a
 // re-route's, the origin's, a join's), says no.
+//
+// It is probeSettle's question (G6) with the holder as By, asked in one
+// round like the other questions of a mayReroute round (whose next round
+// asks again), not through settleRounds' retries on fresh connections:
+// those would add up to a settle budget to every round whose step-before
+// guardian died with the holder, and so to the re-route of a killed
+// holder's work (I3).
 func (n *Node) chainSuperseded(ctx context.Context, c *guard.Record, p *pack.Pack) bool {
 	type probe struct {
 		to  pack.Peer
