@@ -345,7 +345,15 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	lines := newLogLines()
 	nf := startGuardian(t, lines)
 	primary := listeningHost(t)
-	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	questions := make(chan api.GuardStatus, 16)
+	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.GuardStatus
+		if err := rpc.Dec.Unmarshal(req, &m); err == nil {
+			select {
+			case questions <- m:
+			default:
+			}
+		}
 		return rpc.MustCBOR(api.GuardReply{OK: true}) // no copy: not known
 	})
 	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
@@ -366,6 +374,19 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the primary that kept no copy was never told of the backup's re-route")
+	}
+	// Before it re-routed, the backup asked the primary as a co-guardian
+	// deciding a re-route of the holder's attempt 0 (G13).
+	holder := f.h.ID().String()
+	for {
+		select {
+		case m := <-questions:
+			if m.Key == key && m.Rerouting && m.Holder == holder && m.Attempt == 0 {
+				return
+			}
+		default:
+			t.Fatalf("the backup never asked the primary as a co-guardian deciding a re-route of %s at attempt 0", holder)
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func guardReply(r *guard.Reply) api.GuardReply {
 		return api.GuardReply{OK: true}
 	}
 	return api.GuardReply{OK: r.OK, Known: r.Known, Released: r.Released, Superseded: r.Superseded,
-		Attempt: r.Attempt, Holder: r.Holder, Error: r.Error}
+		Pending: r.Pending, Attempt: r.Attempt, Holder: r.Holder, Error: r.Error}
 }
 
 // guardKey names a step in flight: workflow and step path (attempts share it).
@@ -816,7 +816,11 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 			peers = append(peers, b)
 		}
 	}
-	replies, errs := n.guardCallAll(ctx, peers, func(pack.Peer) api.GuardRequest { return api.GuardStatus{Key: key} }, settleCallTimeout)
+	// Rerouting: a copy there answers the holder's releases of this
+	// attempt Pending for a while (G13), so that a release between this
+	// question and the re-route's notice (G7) cannot start a second chain.
+	q := api.GuardStatus{Key: key, Rerouting: true, Holder: c.Holder.ID, Attempt: c.Attempt}
+	replies, errs := n.guardCallAll(ctx, peers, func(pack.Peer) api.GuardRequest { return q }, settleCallTimeout)
 	for i, rep := range replies {
 		if errs[i] != nil {
 			n.freshConn(ctx, peers[i])
@@ -1017,7 +1021,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		})
 	case api.GuardRelease:
 		if m.Probe {
-			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By})
+			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, At: time.Now().UTC()})
 		}
 		return n.releaseGuard(m)
 	case api.GuardWithdraw:
@@ -1026,6 +1030,9 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		n.log.Debug("guard copy withdrawn", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortID(from), "err", rep.Error)
 		return rep
 	case api.GuardStatus:
+		if m.Rerouting {
+			return n.stepGuardReply(m.Key, guard.Rerouting{From: from.String(), Holder: m.Holder, Attempt: m.Attempt, At: time.Now().UTC()})
+		}
 		r := n.guards.view(m.Key).Status()
 		return guardReply(&r)
 	case api.GuardOwner:

@@ -58,8 +58,13 @@
 //     origin before it re-routes and never re-runs work of a workflow that
 //     has ended (workflowEnded), and probes the step before: a copy of a
 //     chain a guardian re-routed away from is dropped, not re-routed
-//     (chainSuperseded, node/guard G12). Tests:
+//     (chainSuperseded, node/guard G12). The co-guardians it asks answer
+//     the holder's releases of that attempt Pending for a while (G13), so
+//     a cut-off holder's next hop that reaches only a backup between the
+//     primary's question and its re-route notice (G7) cannot start a
+//     second chain. Tests:
 //     TestSupersededChainCompletionRefused, TestSupersededChainCopyNotRerouted,
+//     TestReleaseWaitsWhileACoGuardianDecidesReroute,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
 //     TestSecondSuccessorRefused, TestSecondContinuationReceiverRefused,
 //     TestHandedOnAttemptNotRunAgain; testnet scenarios sender-after-ack,

@@ -72,7 +72,12 @@ const settleBudget = 5 * time.Second
 // on fresh connections) unless the item is Lenient, and ctx's error when
 // ctx ended (a caller that gave up has settled nothing). A peer that does
 // not answer while another peer of the same item does is taken as gone;
-// this peer's own answer counts only for an item that names no other.
+// this peer's own answer counts only for an item that names no other. A
+// guardian that answers Pending (another guardian of the step asked it
+// before re-routing the step, node/guard G13) recorded nothing and counts
+// as not answering, even for a Lenient item: the step's primary must
+// answer (superseded, if it claimed the re-route), or the hand-over is
+// unsettled and tried again.
 //
 // A receiver of a hand-off settles as its successor (by: its peer ID): a
 // guardian released by one successor answers a release of the same
@@ -324,6 +329,11 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 	deadline := time.Now().Add(settleBudget)
 	var superseded atomic.Bool
 	var takenBy atomic.Value // string
+	// held: items a guardian answered Pending (G13): another guardian of
+	// the step is deciding whether to re-route it, so they need another
+	// peer's answer even when Lenient.
+	held := make([]bool, len(items))
+	var heldMu sync.Mutex
 	run := func(calls []call) []bool {
 		failed := make([]bool, len(calls))
 		var wg sync.WaitGroup
@@ -336,6 +346,15 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 				if err != nil {
 					failed[ci] = true
 					n.log.Debug("settle call failed", "op", m.Protocol(), "key", items[c.item].Key, "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "err", err)
+					return
+				}
+				if rep.Pending {
+					// Nothing recorded there: as good as no answer.
+					failed[ci] = true
+					heldMu.Lock()
+					held[c.item] = true
+					heldMu.Unlock()
+					n.log.Info("settle answered pending: another guardian of the step is deciding whether to re-route it", "op", m.Protocol(), "key", items[c.item].Key, "probe", probe, "peer", rpc.ShortIDString(c.to.ID))
 					return
 				}
 				if !rep.Superseded {
@@ -378,7 +397,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		var retry []call
 		var silent []string
 		for ci, c := range calls {
-			if failed[ci] && !answered[c.item] && !items[c.item].Lenient {
+			if failed[ci] && !answered[c.item] && (!items[c.item].Lenient || held[c.item]) {
 				retry = append(retry, c)
 				silent = append(silent, rpc.ShortIDString(c.to.ID))
 			} else if failed[ci] && took != nil {
@@ -396,7 +415,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			return fmt.Errorf("%w (%s)", errUnsettled, strings.Join(silent, ", "))
 		}
 		for _, c := range retry {
-			n.freshConn(ctx, c.to)
+			n.freshConn(ctx, c.to) // a peer that answered Pending is kept: it answers pings
 		}
 		calls = retry
 	}

@@ -821,3 +821,81 @@ func waitRuns(t *testing.T, recFile, svc string, n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestReleaseWaitsWhileACoGuardianDecidesReroute is guard invariant G13
+// at real nodes: B, a backup guardian of a step (a real node; its holder a
+// real libp2p host that still answers), is asked by another guardian of
+// the step whether the step moved on before that guardian re-routes it.
+// A receiver R (a real node) then takes a hand-over whose settle names
+// the step's primary P (a real host, closed: cut off from R) and B. B
+// answers R's release Pending and records nothing, so R refuses the
+// hand-over as unsettled and S1 never runs (counted in the services'
+// record); once the re-route's notice reaches B (G7), R's next try is
+// refused as superseded. Without the question R takes the hand-over on
+// B's word, as before. Before G13, B answered the release between the
+// primary's question and its notice: a flapping holder's next hop that
+// reached only B started a second chain 1 ms after the primary claimed
+// the re-route, and an at-most-once step ran twice (reliability-core
+// "Left undone" 8; a fresh-clone CI run of flapping-link).
+func TestReleaseWaitsWhileACoGuardianDecidesReroute(t *testing.T) {
+	for _, asked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("asked=%v", asked), func(t *testing.T) {
+			lines := newLogLines()
+			bf := startGuardian(t, lines)
+			f := newFakeHolder(t, bf, api.GuardReply{OK: true}) // still holds the step
+			p := listeningHost(t)
+			primary := peerRef(p)
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			key := journal.StepKey("wf-before", "0")
+			if rep := f.guard(t, api.GuardStore{Key: key, Pack: packFor(t, "S0 S1"), Holder: f.ref(), Primary: primary}); !rep.OK {
+				t.Fatalf("store at B: %+v", rep)
+			}
+			if asked {
+				rep := guardRequest(t, bf, api.GuardStatus{Key: key, Rerouting: true, Holder: f.h.ID().String(), Attempt: 0})
+				if !rep.Known || rep.Released || rep.Holder.ID != f.h.ID().String() {
+					t.Fatalf("B asked before a re-route: %+v, want its copy held by the holder", rep)
+				}
+			}
+			rf, recFile, evFile := recordingNode(t, "")
+			h, r := rawHost(t, rf)
+			item := pack.Settle{Kind: pack.SettleGuard, Key: key, Peers: []pack.Peer{primary, {ID: bf.PeerID, Addrs: bf.Addrs}}}
+			raw := withSettle(t, packFor(t, "S1 S2"), item)
+			ack, err := handoff(t, h, r, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !asked {
+				if !ack.OK {
+					t.Fatalf("hand-off settled by the backup alone: %+v, want taken", ack)
+				}
+				waitHandedOn(t, evFile, "0")
+				if runs := countRuns(t, recFile, "S1"); runs != 1 {
+					t.Fatalf("S1 ran %d times, want 1", runs)
+				}
+				return
+			}
+			if ack.OK || ack.Code != api.CodeUnsettled {
+				t.Fatalf("hand-off while a co-guardian decides a re-route: %+v, want refused with code %s", ack, api.CodeUnsettled)
+			}
+			if rep := guardRequest(t, bf, api.GuardStatus{Key: key}); !rep.Known || rep.Released {
+				t.Fatalf("B after answering pending: %+v, want its copy kept, nothing released", rep)
+			}
+			// The re-route's notice (G7).
+			if rep := guardRequest(t, bf, api.GuardRelease{Key: key, Rerouted: true}); !rep.OK {
+				t.Fatalf("re-route notice at B: %+v", rep)
+			}
+			ack, err = handoff(t, h, r, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ack.OK || ack.Code != api.CodeSuperseded {
+				t.Fatalf("hand-off after the re-route notice: %+v, want refused with code %s", ack, api.CodeSuperseded)
+			}
+			if runs := countRuns(t, recFile, "S1"); runs != 0 {
+				t.Fatalf("S1 ran %d times, want 0: the superseded chain went on", runs)
+			}
+		})
+	}
+}

@@ -284,6 +284,11 @@ type GuardReply struct {
 	// that attempt and never took it — it refused the hand-over as
 	// unsettled — so it did not move on either (node/guard G10).
 	NeverTook bool `cbor:"10,keyasint,omitempty"`
+	// Pending (GuardRelease): another guardian of the step asked this one
+	// before re-routing it, so this one cannot answer for the attempt yet
+	// and recorded nothing; the releaser must hear from the step's
+	// primary or try again (node/guard G13).
+	Pending bool `cbor:"11,keyasint,omitempty"`
 }
 
 // RefusedPeer is a peer a node refused recently: its connection was closed

@@ -78,6 +78,13 @@ type GuardRelease struct {
 // primary).
 type GuardStatus struct {
 	Key string `cbor:"1,keyasint"`
+	// Rerouting: the asker, another guardian of Key, re-routes Holder's
+	// Attempt unless this guardian answers that it moved on. A copy of
+	// that attempt here answers releases of it Pending for a while
+	// (node/guard G13).
+	Rerouting bool   `cbor:"2,keyasint,omitempty"`
+	Holder    string `cbor:"3,keyasint,omitempty"`
+	Attempt   int    `cbor:"4,keyasint,omitempty"`
 }
 
 // GuardOwner asks a guardian, from a restarted holder, whether the holder

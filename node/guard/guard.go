@@ -129,6 +129,22 @@
 //     holder had recruited kept its copy, the holder went silent in the
 //     next cut, and the backup re-ran a step whose live chain had
 //     already delivered it.
+//   - G13 (a release waits while a co-guardian decides a re-route): a
+//     guardian about to re-route asks the step's other guardians whether
+//     it moved on ([Rerouting]); a copy of that holder's attempt here
+//     then answers a release of the attempt (and its probe) Pending for
+//     [ReroutingHold], recording nothing: the releasing receiver counts
+//     it as no answer, so the step's primary must answer it (superseded,
+//     once it claimed) or the hand-over is refused as unsettled and tried
+//     again. The asker's re-route notice (G7, a release marked Rerouted)
+//     ends the wait; a copy dropped or replaced ends it too. Before, the
+//     backup answered a plain release between the primary's question and
+//     its notice, and a flapping holder that reached only the backup
+//     started a second chain 1 ms after the primary claimed the re-route:
+//     an at-most-once step ran twice (reliability-core "Left undone" 8,
+//     a fresh-clone CI run and a loop, fourteenth session). Nothing is
+//     dropped on the question, so a primary killed after it leaves the
+//     copy here; the old chain is only delayed by the hold.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -222,6 +238,29 @@ type Guard struct {
 	// rerouting is set between Claim and its end (Rerouted, GiveUp,
 	// Aborted). It is not persisted: a restarted guardian re-routes anew.
 	rerouting bool
+	// asked: a co-guardian asked before re-routing the copy's attempt
+	// (G13). Not persisted either: the hold is short, and a restarted
+	// guardian answered nothing meanwhile.
+	asked askedReroute
+}
+
+// ReroutingHold is how long a copy answers releases of its attempt
+// Pending after a co-guardian asked about it before re-routing it (G13):
+// longer than a re-route's hand-off usually takes, after which the asker's
+// notice (G7) makes the answer Superseded.
+const ReroutingHold = 15 * time.Second
+
+// askedReroute is a co-guardian's question before a re-route (G13).
+type askedReroute struct {
+	by      string
+	attempt int
+	until   time.Time
+}
+
+// holds reports whether a release of attempt at at must wait (G13).
+func (g *Guard) holds(attempt int, at time.Time) bool {
+	return g.copy != nil && !g.rerouting && g.asked.by != "" && g.asked.attempt == attempt &&
+		g.copy.Attempt == attempt && at.Before(g.asked.until)
 }
 
 // New returns an empty guard for key.
@@ -287,9 +326,12 @@ const (
 // query).
 type Reply struct {
 	OK, Known, Released, Superseded bool
-	Attempt                         int
-	Holder                          pack.Peer
-	Error                           string
+	// Pending: a co-guardian is deciding whether to re-route this
+	// attempt; nothing was recorded, ask the step's primary (G13).
+	Pending bool
+	Attempt int
+	Holder  pack.Peer
+	Error   string
 }
 
 // Order asks the node to re-route the copy: check that the workflow has
@@ -497,6 +539,16 @@ type Withdraw struct {
 	Attempt int
 }
 
+// Rerouting: From, another guardian of the step, asks whether Holder's
+// Attempt moved on before it re-routes it. A copy of that attempt here
+// answers releases of it Pending until At+ReroutingHold (G13).
+type Rerouting struct {
+	From    string
+	Holder  string
+	Attempt int
+	At      time.Time
+}
+
 // ChainSuperseded: a guardian of the step before, asked as the copy's
 // Holder asked when it took the hand-over at Attempt (a probe of that
 // release, G6), answered superseded: a guardian re-routed the step before
@@ -525,6 +577,7 @@ func (NewerAttempt) isEvent()    {}
 func (NeverTook) isEvent()       {}
 func (ChainSuperseded) isEvent() {}
 func (Withdraw) isEvent()        {}
+func (Rerouting) isEvent()       {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -668,6 +721,12 @@ func (g *Guard) Step(ev Event) Ready {
 		rd := g.withdraw()
 		rd.Reply = &Reply{OK: true}
 		return rd
+	case Rerouting:
+		r := g.Status()
+		if g.copy != nil && g.copy.Holder.ID == e.Holder && g.copy.Attempt == e.Attempt && !g.rerouting {
+			g.asked = askedReroute{by: e.From, attempt: e.Attempt, until: e.At.Add(ReroutingHold)}
+		}
+		return Ready{Reply: &r}
 	case ChainSuperseded:
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{} // moved on, or being re-routed, meanwhile
@@ -702,6 +761,7 @@ func (g *Guard) store(e Store) Ready {
 	if g.copy != nil {
 		old = g.copy.Holder.ID
 	}
+	g.asked = askedReroute{}
 	g.copy = &Record{
 		Key: g.key, Pack: e.Pack, Holder: e.Holder, Attempt: e.Attempt, Role: e.Role, Primary: e.Primary,
 		Tried: slices.Clone(e.Tried), Since: e.At, Backups: slices.Clone(e.Backups),
@@ -720,6 +780,11 @@ func (g *Guard) release(e Release) Ready {
 			return Ready{Persist: PersistForget, Reply: &Reply{OK: true}}
 		}
 		return Ready{Reply: &Reply{OK: true}}
+	}
+	if !e.Rerouted && g.holds(e.Attempt, e.At) {
+		// G13: a co-guardian may be re-routing this attempt right now;
+		// its claim would answer Superseded, this copy cannot tell yet.
+		return Ready{Reply: &Reply{OK: true, Known: true, Pending: true, Attempt: g.copy.Attempt, Holder: g.copy.Holder}}
 	}
 	if e.Probe {
 		superseded := (g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting))) ||
@@ -773,7 +838,7 @@ func (g *Guard) release(e Release) Ready {
 // tombstone as it is (G11).
 func (g *Guard) withdraw() Ready {
 	rd := Ready{Persist: PersistDelete, Unwatch: []string{g.copy.Holder.ID}, Dropped: true}
-	g.copy = nil
+	g.copy, g.asked = nil, askedReroute{}
 	return rd
 }
 
@@ -784,6 +849,7 @@ func (g *Guard) forget(attempt int, at time.Time) Ready {
 		rd.Unwatch = []string{g.copy.Holder.ID}
 		g.copy = nil
 	}
+	g.asked = askedReroute{}
 	if g.mark == nil || g.mark.Attempt < attempt {
 		g.mark = &Mark{At: at, Attempt: attempt}
 	}
@@ -828,6 +894,7 @@ func (g *Guard) rerouted(e Rerouted) Ready {
 		return Ready{}
 	}
 	g.rerouting = false
+	g.asked = askedReroute{}
 	prev := g.copy
 	rd := Ready{Unwatch: []string{prev.Holder.ID}, TellSuperseded: &Notice{Peer: prev.Holder, Attempt: e.Attempt}}
 	var old []pack.Peer

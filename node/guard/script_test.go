@@ -73,6 +73,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = NeverTook{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Why: "never took it", At: clock(t, a)}
 	case "withdraw":
 		ev = Withdraw{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
+	case "rerouting":
+		ev = Rerouting{From: a["from"], Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "chain-superseded":
 		ev = ChainSuperseded{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "newer-attempt":
@@ -109,7 +111,7 @@ func reply(r Reply) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{r.OK, "ok"}, {r.Known, "known"}, {r.Released, "released"}, {r.Superseded, "superseded"}} {
+	}{{r.OK, "ok"}, {r.Known, "known"}, {r.Released, "released"}, {r.Superseded, "superseded"}, {r.Pending, "pending"}} {
 		if f.on {
 			parts = append(parts, f.name)
 		}
@@ -196,6 +198,9 @@ func state(g *Guard) string {
 	}
 	if g.rerouting {
 		s += " rerouting"
+	}
+	if g.asked.by != "" {
+		s += fmt.Sprintf(" asked(by %s at %d until %s)", g.asked.by, g.asked.attempt, g.asked.until.Format("15:04:05"))
 	}
 	if g.Empty() {
 		s += " empty"
