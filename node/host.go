@@ -66,6 +66,8 @@ func (n *Node) startHost(ctx context.Context) error {
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithMaxMessageSize(1 << 20),
+		pubsub.WithValidateQueueSize(presenceQueue),
+		pubsub.WithPeerOutboundQueueSize(presenceQueue),
 	}, gossip...)...)
 	if err != nil {
 		h.Close()
@@ -186,22 +188,28 @@ func (n *Node) peerReturned(id peer.ID) {
 // fewer than TargetPeers connections, so gossip does not hinge on one
 // bootstrap peer.
 //
-// Dials in flight do not count: at start presence names nearly every
-// peer before the first dial finishes, so a node dials most of the peers
-// it hears of then (a 40-node testnet keeps ~22 connections a node). That
-// density is what gets presence everywhere quickly: counting the dials
-// (~11 connections a node, thirteenth session) saved about two points of
-// idle CPU on 40 nodes, but the mesh then often took 65–70 s instead of
-// ~10 s to see every peer, some announcements never reaching some peers
-// until a refresh (fourteenth session, docs/bench/notes.md).
+// Dials in flight count (thirteenth session): at start presence names
+// nearly every peer before the first dial finishes, and without the count
+// a node dialled most of them (~22 connections a node at 40 nodes, each
+// costing idle CPU). Reverted in the fourteenth session because a 40-node
+// mesh then took 61–71 s to see every peer; the cause was not the sparser
+// mesh but the start-up storm of announcements overflowing gossipsub's
+// 32-message queues (tens of thousands of drops; newcomerSpacing and
+// presenceQueue), and with that fixed the count is back (fifteenth
+// session, docs/bench/notes.md).
 func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return
 	}
-	if len(n.host.Network().Peers()) >= n.cfg.TargetPeers {
+	// Dials in flight count as connections: at start presence names
+	// nearly every peer before the first dial finishes, and without them
+	// a node would dial them all.
+	if len(n.host.Network().Peers())+int(n.dialing.Load()) >= n.cfg.TargetPeers {
 		return
 	}
+	n.dialing.Add(1)
 	n.spawn(func(ctx context.Context) {
+		defer n.dialing.Add(-1)
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_ = n.host.Connect(ctx, peer.AddrInfo{ID: id})

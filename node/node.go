@@ -197,6 +197,8 @@ type Node struct {
 	// freshChecks lets concurrent answersFresh calls on one peer share
 	// one check (keyed by peer ID).
 	freshChecks singleflight.Group
+	// dialing counts the dials maybeConnect has in flight.
+	dialing atomic.Int64
 	// running counts steps executing now (gossiped as queue length).
 	running atomic.Int64
 	// bulk bounds concurrent executions and the queue of steps waiting

@@ -110,15 +110,35 @@ type presence struct {
 	mu    sync.Mutex
 	peers map[peer.ID]*presenceEntry
 	dirty chan struct{}
+	// newcomer asks for an announcement for a peer that has not heard
+	// this one yet; announceLoop coalesces them (newcomerSpacing).
+	newcomer chan struct{}
 }
+
+// newcomerSpacing is the least time between two announcements made for
+// newcomers. At the start of a mesh every peer is a newcomer to every
+// other: announcing at once for each made every node announce ~30 times
+// in its first minute, and that storm overflowed gossipsub's queues (each
+// 32 messages: validation, a peer's outbound RPCs, the subscription), so
+// announcements were dropped and some peers missed others until the next
+// refresh (fifteenth session, docs/bench/notes.md). A newcomer still
+// hears this peer within newcomerSpacing.
+const newcomerSpacing = 2 * time.Second
+
+// presenceQueue is the depth of the gossipsub queues presence traffic
+// passes through (validation, each peer's outbound RPCs, the presence
+// subscription), against gossipsub's 32: a start-up burst of
+// announcements is queued, not dropped.
+const presenceQueue = 256
 
 func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	name := "/bedwe/" + n.cfg.Network + "/presence/1"
 	p := &presence{
-		n:     n,
-		boot:  time.Now().UnixNano(),
-		peers: map[peer.ID]*presenceEntry{},
-		dirty: make(chan struct{}, 1),
+		n:        n,
+		boot:     time.Now().UnixNano(),
+		peers:    map[peer.ID]*presenceEntry{},
+		dirty:    make(chan struct{}, 1),
+		newcomer: make(chan struct{}, 1),
 	}
 	if err := ps.RegisterTopicValidator(name, p.validate); err != nil {
 		return nil, fmt.Errorf("presence validator: %w", err)
@@ -181,7 +201,7 @@ func (p *presence) acceptable(from peer.ID, a announcement) bool {
 }
 
 func (p *presence) run(ctx context.Context) {
-	sub, err := p.topic.Subscribe()
+	sub, err := p.topic.Subscribe(pubsub.WithBufferSize(presenceQueue))
 	if err != nil {
 		p.n.log.Error("subscribe to presence", "err", err)
 		return
@@ -234,7 +254,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
 		// A newcomer has not heard us yet.
-		p.poke()
+		p.pokeNewcomer()
 	}
 	// presence.json changes only with what it shows (not last_seen).
 	if !known || old.ann.Boot != a.Boot || !fileSame(old.ann, a) {
@@ -265,8 +285,18 @@ func (p *presence) poke() {
 	}
 }
 
+// pokeNewcomer asks for an announcement for a newcomer (coalesced:
+// newcomerSpacing).
+func (p *presence) pokeNewcomer() {
+	select {
+	case p.newcomer <- struct{}{}:
+	default:
+	}
+}
+
 // announceLoop publishes this peer's presence: a few times quickly after
-// start, at once when poked (a newcomer, a drain), within AnnounceInterval
+// start, at once when poked (a drain, a change of capacity), for newcomers
+// at most every newcomerSpacing, within AnnounceInterval
 // of any change peer choice cares about, and otherwise every refresh
 // interval (see Config.PresenceRefresh), which grows with the view so an
 // idle mesh gossips a bounded number of announcements a second.
@@ -275,13 +305,20 @@ func (p *presence) announceLoop(ctx context.Context) {
 	// joining can reach nobody, and the next chance is the refresh, a
 	// minute or more on a large mesh.
 	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	p.runAnnounce(ctx, early, func() announcement { return p.selfNoLoad(false) }, p.announce)
+}
+
+// runAnnounce is announceLoop's loop: current is what this peer would
+// announce now, publish announces it; early are the first waits (each
+// ends in an announcement).
+func (p *presence) runAnnounce(ctx context.Context, early []time.Duration, current func() announcement, publish func(context.Context) announcement) {
 	var last announcement
 	var lastAt time.Time
 	force := true
 	for {
-		cur := p.selfNoLoad(false)
+		cur := current()
 		if force || !cur.same(last) || time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond) {
-			last, lastAt = p.announce(ctx), time.Now()
+			last, lastAt = publish(ctx), time.Now()
 		}
 		force = false
 		wait := jitter(p.n.cfg.AnnounceInterval)
@@ -296,6 +333,23 @@ func (p *presence) announceLoop(ctx context.Context) {
 		case <-t.C:
 		case <-p.n.announceNow:
 			t.Stop()
+			force = true
+		case <-p.newcomer:
+			t.Stop()
+			if d := newcomerSpacing - time.Since(lastAt); d > 0 {
+				// Coalesce the newcomers of the next d into one
+				// announcement; a change peer choice cares about
+				// (announceNow) still goes at once.
+				s := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					s.Stop()
+					return
+				case <-s.C:
+				case <-p.n.announceNow:
+					s.Stop()
+				}
+			}
 			force = true
 		}
 	}
@@ -572,7 +626,7 @@ func (p *presence) watchConns(ctx context.Context) {
 		ConnectedF: func(_ network.Network, c network.Conn) {
 			id := c.RemotePeer()
 			if _, known := p.get(id); !known && p.n.gate.IsMember(id) {
-				p.poke()
+				p.pokeNewcomer()
 			}
 		},
 		DisconnectedF: func(_ network.Network, c network.Conn) {
