@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/rpc"
 )
 
 // meshTracer counts, from pubsub's own trace, the peers in one host's
@@ -182,5 +185,45 @@ func TestGossipConfigShapes(t *testing.T) {
 		if _, err := g.PubsubOptions(); err == nil {
 			t.Errorf("PubsubOptions(%+v) accepted", g)
 		}
+	}
+}
+
+// TestNewcomerGreetedDirectly: a node that sees a newcomer (here a
+// connection from a member its view lacks: a real libp2p host) sends it
+// its presence announcement on a stream of its own, instead of gossiping
+// an announcement to the whole mesh — at the start of a 40-node mesh the
+// gossiped ones overflowed gossipsub's queues (fifteenth session). The
+// newcomer gets the node's announcement, signed by the stream's peer.
+func TestNewcomerGreetedDirectly(t *testing.T) {
+	nf := startNode(t, echoServices)
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	got := make(chan map[string]any, 4)
+	rpc.Serve(h, api.ProtoPresenceHello, 64<<10, 10*time.Second, func(_ context.Context, from peer.ID, req []byte) []byte {
+		var a map[string]any
+		if err := json.Unmarshal(req, &a); err == nil && from.String() == nf.PeerID {
+			got <- a
+		}
+		return []byte("ok")
+	})
+	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, *ai); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		if a["id"] != nf.PeerID {
+			t.Fatalf("greeted with %v, want the node's own announcement (id %s)", a, nf.PeerID)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the newcomer was never greeted")
 	}
 }

@@ -194,9 +194,10 @@ func (n *Node) peerReturned(id peer.ID) {
 // costing idle CPU). Reverted in the fourteenth session because a 40-node
 // mesh then took 61–71 s to see every peer; the cause was not the sparser
 // mesh but the start-up storm of announcements overflowing gossipsub's
-// 32-message queues (tens of thousands of drops; newcomerSpacing and
-// presenceQueue), and with that fixed the count is back (fifteenth
-// session, docs/bench/notes.md).
+// 32-message queues (tens of thousands of drops; newcomers are now greeted
+// directly, presence.greet, and the queues are presenceQueue deep), and
+// with that fixed the count is back (fifteenth session,
+// docs/bench/notes.md).
 func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return

@@ -110,20 +110,17 @@ type presence struct {
 	mu    sync.Mutex
 	peers map[peer.ID]*presenceEntry
 	dirty chan struct{}
-	// newcomer asks for an announcement for a peer that has not heard
-	// this one yet; announceLoop coalesces them (newcomerSpacing).
-	newcomer chan struct{}
 }
 
-// newcomerSpacing is the least time between two announcements made for
-// newcomers. At the start of a mesh every peer is a newcomer to every
-// other: announcing at once for each made every node announce ~30 times
-// in its first minute, and that storm overflowed gossipsub's queues (each
-// 32 messages: validation, a peer's outbound RPCs, the subscription), so
-// announcements were dropped and some peers missed others until the next
-// refresh (fifteenth session, docs/bench/notes.md). A newcomer still
-// hears this peer within newcomerSpacing.
-const newcomerSpacing = 2 * time.Second
+// A newcomer (a peer that starts, or is back from a cut, and that this
+// one's view lacks) is greeted with this peer's announcement on a stream
+// of its own (api.ProtoPresenceHello), not with an announcement gossiped
+// to the whole mesh. At the start of a mesh every peer is a newcomer to
+// every other: announcing to all for each newcomer made every node
+// announce ~30 times in its first minute, and that storm overflowed
+// gossipsub's queues (tens of thousands of announcements dropped in a
+// 40-node start), so peers missed each other until a refresh; it is one
+// message a newcomer now (fifteenth session, docs/bench/notes.md).
 
 // presenceQueue is the depth of the gossipsub queues presence traffic
 // passes through (validation, each peer's outbound RPCs, the presence
@@ -134,11 +131,10 @@ const presenceQueue = 256
 func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	name := "/bedwe/" + n.cfg.Network + "/presence/1"
 	p := &presence{
-		n:        n,
-		boot:     time.Now().UnixNano(),
-		peers:    map[peer.ID]*presenceEntry{},
-		dirty:    make(chan struct{}, 1),
-		newcomer: make(chan struct{}, 1),
+		n:     n,
+		boot:  time.Now().UnixNano(),
+		peers: map[peer.ID]*presenceEntry{},
+		dirty: make(chan struct{}, 1),
 	}
 	if err := ps.RegisterTopicValidator(name, p.validate); err != nil {
 		return nil, fmt.Errorf("presence validator: %w", err)
@@ -206,6 +202,7 @@ func (p *presence) run(ctx context.Context) {
 		p.n.log.Error("subscribe to presence", "err", err)
 		return
 	}
+	rpc.Serve(p.n.host, api.ProtoPresenceHello, maxPresenceBytes, p.n.cfg.StreamTimeout, p.serveHello)
 	go p.announceLoop(ctx)
 	p.n.spawn(p.fileLoop)
 	p.watchConns(ctx)
@@ -254,7 +251,7 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
 		// A newcomer has not heard us yet.
-		p.pokeNewcomer()
+		p.greet(id)
 	}
 	// presence.json changes only with what it shows (not last_seen).
 	if !known || old.ann.Boot != a.Boot || !fileSame(old.ann, a) {
@@ -285,18 +282,37 @@ func (p *presence) poke() {
 	}
 }
 
-// pokeNewcomer asks for an announcement for a newcomer (coalesced:
-// newcomerSpacing).
-func (p *presence) pokeNewcomer() {
-	select {
-	case p.newcomer <- struct{}{}:
-	default:
+// greet sends this peer's announcement to the newcomer id, which takes
+// it as if it came by gossip (serveHello).
+func (p *presence) greet(id peer.ID) {
+	if id == p.n.host.ID() {
+		return
 	}
+	p.n.spawn(func(ctx context.Context) {
+		data, err := json.Marshal(p.selfNoLoad(true))
+		if err != nil {
+			return
+		}
+		if _, err := rpc.Call(ctx, p.n.host, id, api.ProtoPresenceHello, data, 16, p.n.cfg.StreamTimeout); err != nil {
+			p.n.log.Debug("could not greet a newcomer", "peer", rpc.ShortID(id), "err", err)
+		}
+	})
+}
+
+// serveHello takes a peer's announcement sent straight to this one
+// (greet): the stream's authenticated peer is its signer, so it is checked
+// as a gossiped one is (acceptable) and observed.
+func (p *presence) serveHello(_ context.Context, from peer.ID, req []byte) []byte {
+	var a announcement
+	if len(req) > maxPresenceBytes || json.Unmarshal(req, &a) != nil || from == p.n.host.ID() || !p.acceptable(from, a) {
+		return []byte("no")
+	}
+	p.observe(from, a)
+	return []byte("ok")
 }
 
 // announceLoop publishes this peer's presence: a few times quickly after
-// start, at once when poked (a drain, a change of capacity), for newcomers
-// at most every newcomerSpacing, within AnnounceInterval
+// start, at once when poked (a drain, a change of capacity), within AnnounceInterval
 // of any change peer choice cares about, and otherwise every refresh
 // interval (see Config.PresenceRefresh), which grows with the view so an
 // idle mesh gossips a bounded number of announcements a second.
@@ -333,23 +349,6 @@ func (p *presence) runAnnounce(ctx context.Context, early []time.Duration, curre
 		case <-t.C:
 		case <-p.n.announceNow:
 			t.Stop()
-			force = true
-		case <-p.newcomer:
-			t.Stop()
-			if d := newcomerSpacing - time.Since(lastAt); d > 0 {
-				// Coalesce the newcomers of the next d into one
-				// announcement; a change peer choice cares about
-				// (announceNow) still goes at once.
-				s := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					s.Stop()
-					return
-				case <-s.C:
-				case <-p.n.announceNow:
-					s.Stop()
-				}
-			}
 			force = true
 		}
 	}
@@ -626,7 +625,7 @@ func (p *presence) watchConns(ctx context.Context) {
 		ConnectedF: func(_ network.Network, c network.Conn) {
 			id := c.RemotePeer()
 			if _, known := p.get(id); !known && p.n.gate.IsMember(id) {
-				p.pokeNewcomer()
+				p.greet(id)
 			}
 		},
 		DisconnectedF: func(_ network.Network, c network.Conn) {

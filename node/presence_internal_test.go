@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -101,54 +100,5 @@ func TestNoteTakenNotOverANewerAnnouncement(t *testing.T) {
 	p.noteTaken(id, sent)
 	if a, _ := p.get(id); a.Room != 2 {
 		t.Errorf("taken after a restart's announcement: room %d, want 2", a.Room)
-	}
-}
-
-// Newcomers are announced to in one announcement per newcomerSpacing: ten
-// pokes in a burst (a mesh starting, every peer a newcomer to every other)
-// make one announcement, newcomerSpacing after the last, not ten; a poke
-// for a change peer choice cares about (announceNow) still goes at once.
-// Before, every newcomer made an announcement at once, and the start-up
-// storm of a 40-node mesh overflowed gossipsub's queues (fifteenth
-// session).
-func TestNewcomerAnnouncementsCoalesced(t *testing.T) {
-	cfg := TestnetConfig()
-	cfg.fillDefaults()
-	cfg.AnnounceInterval = time.Hour
-	p := &presence{n: &Node{cfg: cfg, announceNow: make(chan struct{}, 1)}, newcomer: make(chan struct{}, 1)}
-	published := make(chan time.Time, 64)
-	cur := announcement{ID: "self", Refresh: int64(time.Hour / time.Millisecond)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.runAnnounce(ctx, nil, func() announcement { return cur }, func(context.Context) announcement {
-		published <- time.Now()
-		return cur
-	})
-	first := <-published // the announcement at start
-	for range 10 {
-		p.pokeNewcomer()
-		time.Sleep(10 * time.Millisecond) // a burst of newcomers, not one poke
-	}
-	select {
-	case at := <-published:
-		if gap := at.Sub(first); gap < newcomerSpacing-100*time.Millisecond {
-			t.Fatalf("an announcement for newcomers %v after the last, want one after newcomerSpacing (%v)", gap, newcomerSpacing)
-		}
-	case <-time.After(newcomerSpacing + 5*time.Second):
-		t.Fatal("no announcement for the newcomers")
-	}
-	select {
-	case at := <-published:
-		t.Fatalf("a second announcement for the same burst of newcomers, %v after the first", at.Sub(first))
-	case <-time.After(500 * time.Millisecond):
-	}
-	// A change peer choice cares about is not held back by the spacing.
-	p.pokeNewcomer()
-	time.Sleep(50 * time.Millisecond)
-	p.poke()
-	select {
-	case <-published:
-	case <-time.After(newcomerSpacing / 2):
-		t.Fatal("a capacity or drain poke waited for the newcomer spacing")
 	}
 }

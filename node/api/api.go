@@ -258,6 +258,9 @@ type PresenceFile struct {
 
 // Reliability protocols (see node/guard.go).
 const (
+	// ProtoPresenceHello carries a peer's presence announcement (JSON, as
+	// gossiped) straight to a newcomer; the answer is "ok".
+	ProtoPresenceHello = "/bedwe/presence/hello/1.0.0"
 	// ProtoBeat is a long-lived stream on which a holder of guarded work
 	// writes one small frame per heartbeat interval to each guardian.
 	ProtoBeat = "/bedwe/beat/1.0.0"
