@@ -196,11 +196,7 @@ func TestGossipConfigShapes(t *testing.T) {
 // newcomer gets the node's announcement, signed by the stream's peer.
 func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := listeningHost(t)
 	got := make(chan map[string]any, 4)
 	rpc.Serve(h, api.ProtoPresenceHello, 64<<10, 10*time.Second, func(_ context.Context, from peer.ID, req []byte) []byte {
 		var a map[string]any
@@ -209,15 +205,7 @@ func TestNewcomerGreetedDirectly(t *testing.T) {
 		}
 		return []byte("ok")
 	})
-	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := h.Connect(ctx, *ai); err != nil {
-		t.Fatal(err)
-	}
+	connectHost(t, h, nf) // after the handler is served: the greeting may come at once
 	select {
 	case a := <-got:
 		if a["id"] != nf.PeerID {

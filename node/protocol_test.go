@@ -133,6 +133,12 @@ func rawHostB(t testing.TB, nf api.NodeFile) (host.Host, peer.ID) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
+	return h, connectHost(t, h, nf)
+}
+
+// connectHost connects h to the node at nf and returns the node's ID.
+func connectHost(t testing.TB, h host.Host, nf api.NodeFile) peer.ID {
+	t.Helper()
 	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +148,7 @@ func rawHostB(t testing.TB, nf api.NodeFile) (host.Host, peer.ID) {
 	if err := h.Connect(ctx, *ai); err != nil {
 		t.Fatal(err)
 	}
-	return h, ai.ID
+	return ai.ID
 }
 
 func handoff(t *testing.T, h host.Host, to peer.ID, payload []byte) (api.Ack, error) {
