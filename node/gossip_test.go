@@ -193,7 +193,9 @@ func TestGossipConfigShapes(t *testing.T) {
 // its presence announcement on a stream of its own, instead of gossiping
 // an announcement to the whole mesh — at the start of a 40-node mesh the
 // gossiped ones overflowed gossipsub's queues (fifteenth session). The
-// newcomer gets the node's announcement, signed by the stream's peer.
+// newcomer gets the node's announcement, signed by the stream's peer; and
+// a greeting the newcomer sends is taken into the node's view (the node,
+// seeing a newcomer, greets it back).
 func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
 	h := listeningHost(t)
@@ -214,4 +216,27 @@ func TestNewcomerGreetedDirectly(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the newcomer was never greeted")
 	}
+	// The other way: the newcomer greets the node, which takes the
+	// announcement into its view as a newcomer's and so greets it again.
+	hello, err := json.Marshal(map[string]any{"id": h.ID().String(), "zone": "z9", "seq": 1, "boot": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rpc.Call(context.Background(), h, mustDecode(t, nf.PeerID), api.ProtoPresenceHello, hello, 16, 10*time.Second); err != nil || string(rep) != "ok" {
+		t.Fatalf("the node answered the newcomer's greeting %q, %v; want ok", rep, err)
+	}
+	select {
+	case <-got:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the node did not take the newcomer's greeting into its view (no greeting back)")
+	}
+}
+
+func mustDecode(t *testing.T, id string) peer.ID {
+	t.Helper()
+	p, err := peer.Decode(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -112,16 +112,6 @@ type presence struct {
 	dirty chan struct{}
 }
 
-// A newcomer (a peer that starts, or is back from a cut, and that this
-// one's view lacks) is greeted with this peer's announcement on a stream
-// of its own (api.ProtoPresenceHello), not with an announcement gossiped
-// to the whole mesh. At the start of a mesh every peer is a newcomer to
-// every other: announcing to all for each newcomer made every node
-// announce ~30 times in its first minute, and that storm overflowed
-// gossipsub's queues (tens of thousands of announcements dropped in a
-// 40-node start), so peers missed each other until a refresh; it is one
-// message a newcomer now (fifteenth session, docs/bench/notes.md).
-
 // presenceQueue is the depth of the gossipsub queues presence traffic
 // passes through (validation, each peer's outbound RPCs, the presence
 // subscription), against gossipsub's 32: a start-up burst of
@@ -282,8 +272,15 @@ func (p *presence) poke() {
 	}
 }
 
-// greet sends this peer's announcement to the newcomer id, which takes
-// it as if it came by gossip (serveHello).
+// greet sends this peer's announcement to the newcomer id (a peer that
+// starts, or is back from a cut, and that this one's view lacks), which
+// takes it as if it came by gossip (serveHello). Not an announcement
+// gossiped to the whole mesh: at the start of a mesh every peer is a
+// newcomer to every other, and announcing to all for each one made every
+// node announce ~30 times in its first minute; that storm overflowed
+// gossipsub's queues (tens of thousands of announcements dropped in a
+// 40-node start) and peers missed each other until a refresh (fifteenth
+// session, docs/bench/notes.md).
 func (p *presence) greet(id peer.ID) {
 	if id == p.n.host.ID() {
 		return
@@ -321,20 +318,13 @@ func (p *presence) announceLoop(ctx context.Context) {
 	// joining can reach nobody, and the next chance is the refresh, a
 	// minute or more on a large mesh.
 	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
-	p.runAnnounce(ctx, early, func() announcement { return p.selfNoLoad(false) }, p.announce)
-}
-
-// runAnnounce is announceLoop's loop: current is what this peer would
-// announce now, publish announces it; early are the first waits (each
-// ends in an announcement).
-func (p *presence) runAnnounce(ctx context.Context, early []time.Duration, current func() announcement, publish func(context.Context) announcement) {
 	var last announcement
 	var lastAt time.Time
 	force := true
 	for {
-		cur := current()
+		cur := p.selfNoLoad(false)
 		if force || !cur.same(last) || time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond) {
-			last, lastAt = publish(ctx), time.Now()
+			last, lastAt = p.announce(ctx), time.Now()
 		}
 		force = false
 		wait := jitter(p.n.cfg.AnnounceInterval)
