@@ -21,13 +21,31 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// beatConn beats to one guardian on a long-lived stream.
+// beatConn beats to one guardian on a long-lived stream. The stream
+// outlives the beating: when the peer stops being a target its beater
+// stops but the stream is kept for beatLinger, and a peer that becomes a
+// target again (the next step's guardian, on a small mesh usually a peer
+// beaten to before) is beaten to on the same stream. Opening one was most
+// of a stream a hop (1.3 beat streams per step on an 8-node testnet,
+// issue 14); an idle stream costs nothing but its place in the muxer.
 type beatConn struct {
 	id     peer.ID
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	lastOK time.Time
+	// s is the stream, used by one beatTo run at a time: a run starts
+	// only after the previous one closed done.
+	s    network.Stream
+	done chan struct{}
+	// idleSince is when the peer stopped being a target (zero while it
+	// is one).
+	idleSince time.Time
 }
+
+// beatLinger is how long a beat stream is kept after its peer stopped
+// being a target: shorter than serveBeat's read deadline (30 s), so the
+// guardian does not reset a stream the holder may still use.
+const beatLinger = 15 * time.Second
 
 func (b *beatConn) ok() time.Time {
 	b.mu.Lock()
@@ -71,6 +89,9 @@ const idleBeatCheck = 2 * time.Second
 // guardian for held work whose guardians all stopped answering.
 func (n *Node) beatLoop(ctx context.Context) {
 	conns := map[peer.ID]*beatConn{}
+	// lingering are conns whose peer is no longer a target, kept for
+	// beatLinger with their stream (beatConn).
+	lingering := map[peer.ID]*beatConn{}
 	tick := time.NewTicker(n.cfg.Heartbeat.Interval)
 	defer tick.Stop()
 	// Idle (nothing held, nothing to beat to) the loop waits for
@@ -88,6 +109,10 @@ func (n *Node) beatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			for _, c := range conns {
 				c.cancel()
+				c.close()
+			}
+			for _, c := range lingering {
+				c.close()
 			}
 			return
 		case <-ticks:
@@ -95,46 +120,92 @@ func (n *Node) beatLoop(ctx context.Context) {
 		case <-n.beatsChanged:
 		}
 		targets := n.beatTargets()
+		now := time.Now()
 		for id, c := range conns {
 			if _, ok := targets[id]; !ok {
 				c.cancel()
+				c.idleSince = now
+				lingering[id] = c
 				delete(conns, id)
 			}
 		}
-		for id, p := range targets {
-			if _, ok := conns[id]; !ok {
-				cctx, cancel := context.WithCancel(ctx)
-				c := &beatConn{id: id, cancel: cancel, lastOK: time.Now()}
-				conns[id] = c
-				n.learnAddrs(id, p.Addrs)
-				go n.beatTo(cctx, c)
+		for id, c := range lingering {
+			if now.Sub(c.idleSince) > beatLinger {
+				c.close()
+				delete(lingering, id)
 			}
+		}
+		for id, p := range targets {
+			if _, ok := conns[id]; ok {
+				continue
+			}
+			c, ok := lingering[id]
+			if ok {
+				delete(lingering, id)
+			} else {
+				c = &beatConn{id: id, done: closedChan}
+				n.learnAddrs(id, p.Addrs)
+			}
+			conns[id] = c
+			n.startBeating(ctx, c)
 		}
 		n.checkGuardians(conns)
 	}
 }
 
+// closedChan is the done channel of a beatConn that never ran.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// startBeating starts a beatTo run on c once its previous run (if any)
+// has let go of the stream.
+func (n *Node) startBeating(ctx context.Context, c *beatConn) {
+	cctx, cancel := context.WithCancel(ctx)
+	prev, done := c.done, make(chan struct{})
+	c.cancel, c.done, c.idleSince = cancel, done, time.Time{}
+	c.mu.Lock()
+	c.lastOK = time.Now()
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		<-prev
+		n.beatTo(cctx, c)
+	}()
+}
+
+// close resets the kept stream of a conn that is not beating, once its
+// last run has ended.
+func (c *beatConn) close() {
+	done := c.done
+	go func() {
+		<-done
+		if c.s != nil {
+			_ = c.s.Reset()
+			c.s = nil
+		}
+	}()
+}
+
 // beatTo beats to c's peer (heartbeat.Beater paces it: one frame per
-// interval, never flooding a slow stream) on a long-lived stream, reopened
-// after errors; a failed beat is not an error, the next one tries again.
+// interval, never flooding a slow stream) on c's long-lived stream,
+// reopened after errors; a failed beat is not an error, the next one
+// tries again. It leaves the stream open when ctx ends (beatConn).
 func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	frame := []byte{1}
 	interval := n.cfg.Heartbeat.Interval
-	var s network.Stream // used only by send, and after the Beater stopped
-	send := func() error {
-		if s == nil {
+	send := func() error { // c.s is used only here while the Beater runs
+		if c.s == nil {
 			octx, cancel := context.WithTimeout(ctx, interval*4)
 			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeat))
 			cancel()
 			if err != nil {
 				return nil
 			}
-			s = st
+			c.s = st
 		}
-		_ = s.SetWriteDeadline(time.Now().Add(interval * 4))
-		if err := pack.WriteFrame(s, frame); err != nil {
-			_ = s.Reset()
-			s = nil
+		_ = c.s.SetWriteDeadline(time.Now().Add(interval * 4))
+		if err := pack.WriteFrame(c.s, frame); err != nil {
+			_ = c.s.Reset()
+			c.s = nil
 			return nil
 		}
 		c.mu.Lock()
@@ -149,9 +220,6 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	}
 	<-ctx.Done()
 	b.Stop()
-	if s != nil {
-		_ = s.Reset()
-	}
 }
 
 // serveBeat feeds every frame on a beat stream to the failure detector.

@@ -34,6 +34,7 @@ func (n *Node) registerProtocols() {
 	rpc.Serve(n.host, api.ProtoHandoff, n.limits.MaxBytes, to, n.handleHandoff)
 	rpc.Serve(n.host, api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
 	rpc.Serve(n.host, api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
+	rpc.Serve(n.host, api.ProtoOriginProgress, api.MaxControlFrame, to, n.handleProgress)
 	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
 	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
@@ -104,6 +105,13 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
 		rec.Guardians = []pack.Peer{p.Sender}
 	}
+	// The backup guardian is chosen before the first write and named in
+	// it, so the usual hand-over journals the holder once, not twice
+	// (issue 14); it stores its copy right after (recruitHolderBackup).
+	backup := n.pickHolderBackup(rec)
+	if backup.ID != "" {
+		rec.Guardians = append(rec.Guardians, backup)
+	}
 	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
 	if !fresh {
 		// The same attempt handed here again (a sender whose first
@@ -116,9 +124,13 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	// Two copies besides this one before anything is released: the
 	// sender's (once it hears the ack) and a backup's.
-	if backups := n.recruitHolderBackup(ctx, s); len(backups) > 0 {
-		if _, err := n.stepHeld(s, held.BackupsRecruited{Peers: backups}); err != nil {
-			n.withdrawBackups(ctx, rec.GuardKey, p.Attempt, backups)
+	if more, refused := n.recruitHolderBackup(ctx, s, backup); len(more) > 0 || refused {
+		ev := held.BackupsRecruited{Peers: more}
+		if refused {
+			ev.Refused = []pack.Peer{backup}
+		}
+		if _, err := n.stepHeld(s, ev); err != nil {
+			n.withdrawBackups(ctx, rec.GuardKey, p.Attempt, append(more, backup))
 			n.helds.remove(rec.Key, s)
 			n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
 			return refuse(api.CodeInternal, err.Error())
@@ -278,17 +290,19 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 	}
 }
 
-// recruitHolderBackup asks a live peer in another zone (not this one, not
-// the sender) to keep a copy of held work as its backup guardian, the
-// sender being the primary. It returns the peer, or none when nobody could
-// take it (the holder recruits later, as after losing its guardians), and
-// before it any peer asked whose answer never came (it may keep a copy).
-func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer {
-	rec := s.view().Record()
-	raw := rec.PackRaw // set by the first save
-	if raw == nil {
-		return nil
+// pickHolderBackup chooses the backup guardian of work being accepted: a
+// live peer in another zone (not this one, not the sender, the primary);
+// none when nobody can be asked.
+func (n *Node) pickHolderBackup(rec held.Record) pack.Peer {
+	exclude, avoid := n.holderBackupExclusions(rec)
+	b, ok := n.pickGuardianAvoiding(exclude, avoid)
+	if !ok {
+		return pack.Peer{}
 	}
+	return n.peerRef(b)
+}
+
+func (n *Node) holderBackupExclusions(rec held.Record) (map[peer.ID]bool, map[string]bool) {
 	exclude := map[peer.ID]bool{n.host.ID(): true}
 	primary := pack.Peer{}
 	if len(rec.Guardians) > 0 {
@@ -297,29 +311,50 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot) []pack.Peer
 			exclude[id] = true
 		}
 	}
-	avoid := map[string]bool{n.cfg.Zone: true, primary.Zone: true}
-	// A store that got no answer may have been kept all the same (the
-	// answer lost in a cut): such a peer is a guardian too, as far as the
-	// successor's release goes, or its copy would outlive the step and
-	// re-route it once its link came back (issue 12, finding F4).
-	var unsure []pack.Peer
-	for range 2 {
-		b, ok := n.pickGuardianAvoiding(exclude, avoid)
-		if !ok {
-			return unsure
-		}
-		ref := n.peerRef(b)
+	return exclude, map[string]bool{n.cfg.Zone: true, primary.Zone: true}
+}
+
+// recruitHolderBackup asks first, the backup named in the held record when
+// it was first journaled (pickHolderBackup), to keep a copy of the work as
+// its backup guardian, the sender being the primary. When first refuses,
+// it asks one other peer and returns it in more if it took the copy, or
+// if its answer never came (it may keep a copy: such a peer is a guardian
+// too, as far as the successor's release goes, or its copy would outlive
+// the step and re-route it once its link came back; issue 12, finding
+// F4); refused then says first is to be taken off the record. A first
+// whose answer never came stays named, for the same reason.
+func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot, first pack.Peer) (more []pack.Peer, refused bool) {
+	rec := s.view().Record()
+	raw := rec.PackRaw // set by the first save
+	if raw == nil || first.ID == "" {
+		return nil, false
+	}
+	primary := pack.Peer{}
+	if len(rec.Guardians) > 0 && rec.Guardians[0].ID != first.ID {
+		primary = rec.Guardians[0]
+	}
+	store := func(ref pack.Peer) (bool, error) {
 		msg := api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
 		rep, err := n.guardCallErr(ctx, ref, msg, settleCallTimeout)
-		if err == nil && rep.OK {
-			return append(unsure, ref)
-		}
-		if err != nil {
-			unsure = append(unsure, ref)
-		}
-		exclude[b] = true
+		return err == nil && rep.OK, err
 	}
-	return unsure
+	ok, err := store(first)
+	if ok || err != nil {
+		return nil, false
+	}
+	exclude, avoid := n.holderBackupExclusions(*rec)
+	if id, err := peer.Decode(first.ID); err == nil {
+		exclude[id] = true
+	}
+	b, found := n.pickGuardianAvoiding(exclude, avoid)
+	if !found {
+		return nil, true
+	}
+	ref := n.peerRef(b)
+	if ok, err := store(ref); ok || err != nil {
+		return []pack.Peer{ref}, true
+	}
+	return nil, true
 }
 
 // withdrawBackups withdraws the copies of backup guardians recruited for

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/member"
@@ -342,7 +343,14 @@ func (h *gatedHost) SetStreamHandlerMatch(pid protocol.ID, m func(protocol.ID) b
 func (n *Node) gateStream(pid protocol.ID, handler network.StreamHandler) network.StreamHandler {
 	client := pid == protocol.ID(api.ProtoClient)
 	handoff := pid == protocol.ID(api.ProtoHandoff)
+	var served prometheus.Counter
+	if n.metrics != nil {
+		served = n.metrics.streamsServed.WithLabelValues(string(pid))
+	}
 	return func(s network.Stream) {
+		if served != nil {
+			served.Inc()
+		}
 		from := s.Conn().RemotePeer()
 		if !client && !n.gate.IsMember(from) {
 			n.gate.Refuse(from, s.Conn().RemoteMultiaddr().String(), "not a member: may not use "+string(pid))

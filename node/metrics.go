@@ -46,6 +46,7 @@ import (
 //	join_deliveries_total{result}         branch ends recorded or stale
 //	origin_completions_total{result}      workflow ends recorded or stale
 //	journal_write_duration_seconds{op}    journal commits with fsync (histogram)
+//	streams_served_total{protocol}        streams a peer opened to this node, by protocol
 //	steps_running                         steps executing or waiting for a slot (the gossiped queue)
 //	steps_queued                          accepted steps waiting for an execution slot
 //	step_slots_free                       free execution slots (of --max-concurrent)
@@ -75,6 +76,7 @@ type metrics struct {
 	deliveries     *prometheus.CounterVec
 	completions    *prometheus.CounterVec
 	journalWrites  *prometheus.HistogramVec
+	streamsServed  *prometheus.CounterVec
 }
 
 // newMetrics makes the registry and registers everything but the node's
@@ -133,8 +135,12 @@ func newMetrics() *metrics {
 			Help:    "Journal writes, commit and fsync included, by op: update (one write) or batch (a shared commit).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"op"}),
+		streamsServed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bedwe_streams_served_total",
+			Help: "Streams a peer (or a client) opened to this node, by protocol ID, counted before the membership gate: what a hop costs in streams (bedwe bench's overhead experiment reads it).",
+		}, []string{"protocol"}),
 	}
-	reg.MustRegister(m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
+	reg.MustRegister(m.streamsServed, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
 		m.suspicions, m.spared, m.joinTakeovers, m.deliveries, m.completions, m.journalWrites)
 	// Series that exist from the start, so a rate() sees the first one.
 	for _, o := range []string{events.OutcomeOK, events.OutcomeRefused, events.OutcomeError} {

@@ -238,7 +238,9 @@ type Node struct {
 	origins *originTable
 	// progress keeps the attempts reported to running workflows this
 	// node is the origin of, for the dashboard (dashboard.go).
-	progress  *progressLog
+	progress *progressLog
+	// outbox gathers progress reports for other origins (progress.go).
+	outbox    *progressOutbox
 	active    map[string]*activeStep
 	cancelled map[string]time.Time
 	// returned is closed and replaced whenever a peer (re)appears, waking
@@ -330,6 +332,7 @@ func New(cfg Config) (*Node, error) {
 	n.helds.added = n.kickBeats
 	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
 	n.progress = newProgressLog()
+	n.outbox = newProgressOutbox()
 	if err := n.newBulkhead(); err != nil {
 		return nil, err
 	}

@@ -538,34 +538,6 @@ func (n *Node) originReplicaOp(from peer.ID, req api.GuardRequest) api.GuardRepl
 	return api.GuardReply{Error: fmt.Sprintf("unknown origin request %T", req)}
 }
 
-// reportEvent tells the origin that a step attempt ended (best effort).
-func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
-	if len(p.Origin) == 0 {
-		return
-	}
-	msg := api.OriginMsg{WorkflowID: p.WorkflowID, Event: &e}
-	origins := p.Origin
-	n.spawn(func(ctx context.Context) {
-		for _, o := range origins {
-			if o.ID == n.host.ID().String() {
-				if n.completeHere(msg) == nil {
-					return
-				}
-				continue
-			}
-			id, err := peer.Decode(o.ID)
-			if err != nil {
-				continue
-			}
-			n.learnAddrs(id, o.Addrs)
-			var ack api.Ack
-			if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoOrigin, msg, &ack, 2*time.Second); err == nil && ack.OK {
-				return
-			}
-		}
-	})
-}
-
 func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte {
 	var r api.ClientRequest
 	if err := rpc.Dec.Unmarshal(req, &r); err != nil {

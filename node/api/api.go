@@ -21,9 +21,12 @@ const (
 	ProtoHandoff = "/bedwe/handoff/1.0.0"
 	// ProtoDeliver carries a branch's result to its join holder.
 	ProtoDeliver = "/bedwe/deliver/1.0.0"
-	// ProtoOrigin carries progress events and the final completion to a
-	// workflow's origin.
+	// ProtoOrigin carries the final completion (and, from older peers,
+	// single progress events) to a workflow's origin.
 	ProtoOrigin = "/bedwe/origin/1.0.0"
+	// ProtoOriginProgress carries a batch of progress events
+	// (ProgressReport) to an origin; the response is an Ack.
+	ProtoOriginProgress = "/bedwe/origin/progress/1.0.0"
 	// ProtoClient serves submit, status, result, cancel and peers.
 	ProtoClient = "/bedwe/client/1.0.0"
 )
@@ -110,6 +113,18 @@ type OriginMsg struct {
 	// Cancelled (with Done) says the workflow was cancelled by request,
 	// not failed: the end a primary tells its replicas after a cancel.
 	Cancelled bool `cbor:"9,keyasint,omitempty"`
+}
+
+// WorkflowEvent is one finished step attempt of a workflow.
+type WorkflowEvent struct {
+	WorkflowID string          `cbor:"1,keyasint"`
+	Event      pack.TraceEntry `cbor:"2,keyasint"`
+}
+
+// ProgressReport is a batch of finished step attempts for workflows of
+// one origin (node/progress.go): progress for status, never a result.
+type ProgressReport struct {
+	Events []WorkflowEvent `cbor:"1,keyasint"`
 }
 
 // Client operations.

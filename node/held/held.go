@@ -330,8 +330,10 @@ type Event interface{ isEvent() }
 // Accepted: the pack was received; journal it.
 type Accepted struct{}
 
-// BackupsRecruited: these peers agreed to guard the step too.
-type BackupsRecruited struct{ Peers []pack.Peer }
+// BackupsRecruited: these peers agreed to guard the step too (or their
+// answer never came); Refused were named as backups when the pack was
+// accepted (Record.Guardians) and refused the copy: they are taken off.
+type BackupsRecruited struct{ Peers, Refused []pack.Peer }
 
 // SettleResult is how settling a hand-over ended.
 type SettleResult uint8
@@ -441,9 +443,12 @@ func (h *Holder) Step(ev Event) Ready {
 		}
 		return Ready{Persist: PersistSave}
 	case BackupsRecruited:
-		if h.phase != PhaseAccepting || len(e.Peers) == 0 {
+		if h.phase != PhaseAccepting || len(e.Peers)+len(e.Refused) == 0 {
 			return Ready{}
 		}
+		h.rec.Guardians = slices.DeleteFunc(h.rec.Guardians, func(g pack.Peer) bool {
+			return g.ID != h.rec.Pack.Sender.ID && slices.ContainsFunc(e.Refused, func(r pack.Peer) bool { return r.ID == g.ID })
+		})
 		h.rec.Guardians = append(h.rec.Guardians, e.Peers...)
 		return Ready{Persist: PersistSave}
 	case Settled:

@@ -54,7 +54,7 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 		*hp = Restore("self", rec)
 		return []string{state(*hp)}
 	case "backups":
-		ev = BackupsRecruited{Peers: script.Peers(a["peers"])}
+		ev = BackupsRecruited{Peers: script.Peers(a["peers"]), Refused: script.Peers(a["refused"])}
 	case "settled":
 		res := map[string]SettleResult{"ok": SettleOK, "superseded": SettleSuperseded, "interrupted": SettleInterrupted, "unsettled": SettleUnsettled}[a["result"]]
 		ev = Settled{Result: res, Err: "context canceled"}

@@ -1,0 +1,95 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
+)
+
+// TestHopStreams counts, on three real peers, the streams a sequence of
+// steps opens besides its hand-offs (issue 14): progress reports for the
+// origin are sent in batches, not one stream per step, and a holder beats
+// to the guardians of its next steps on the beat streams it already has,
+// not a new one per step. The origin (node 0) runs none of the steps, so
+// every report crosses the network; the last step sleeps, and the origin
+// must count the steps before it while it runs (the batches arrive, not
+// only the completion's trace).
+func TestHopStreams(t *testing.T) {
+	const steps = 24
+	network := "hop-" + filepath.Base(t.TempDir())
+	var nodes []api.NodeFile
+	for i := range 3 {
+		services := "version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\nservices:\n  slow: {kind: sleep, duration: 3s}\n"
+		if i == 0 {
+			services = "version: 1\nservices:\n  unused: {kind: echo}\n"
+		}
+		cfg := testConfig(t, node.TestnetConfig(), services)
+		cfg.Network = network
+		cfg.Zone = fmt.Sprintf("z%d", i)
+		cfg.HTTP = "127.0.0.1:0"
+		if i > 0 {
+			cfg.Bootstrap = nodes[0].Addrs
+		}
+		nf, _ := runNode(t, cfg)
+		nodes = append(nodes, nf)
+	}
+	for _, nf := range nodes {
+		waitPeers(t, nf, len(nodes))
+	}
+	var src strings.Builder
+	for i := range steps {
+		fmt.Fprintf(&src, "S%d ", i)
+	}
+	src.WriteString("slow")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	st, err := cl.Submit(ctx, "hop.bedwe", src.String(), json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawProgress := false
+	final, err := cl.Wait(ctx, st.ID, 50*time.Millisecond, func(s api.Status) {
+		if s.State == api.StateRunning && s.StepsDone >= steps {
+			sawProgress = true
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.State != api.StateSucceeded || final.StepsDone != steps+1 {
+		t.Fatalf("workflow %s, %d steps done: %s", final.State, final.StepsDone, final.Error)
+	}
+	if !sawProgress {
+		t.Errorf("the origin never counted the %d steps before slow while slow ran: progress reports did not arrive", steps)
+	}
+
+	progress := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoOriginProgress+`"}`)
+	origin := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoOrigin+`"}`)
+	beats := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeat+`"}`)
+	handoffs := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoHandoff+`"}`)
+	t.Logf("%d steps: %v hand-off, %v progress, %v origin, %v beat streams", steps+1, handoffs, progress, origin, beats)
+	// One stream per report would be steps+1; batches of 250 ms over a
+	// sequence that takes well under that per step are far fewer.
+	if progress+origin > steps/2 {
+		t.Errorf("%v progress and %v origin streams for %d steps: the reports were not batched", progress, origin, steps+1)
+	}
+	// Three peers: a holder's guardians are always among the two others,
+	// so it beats on at most two streams (more only if one broke).
+	if beats > steps/3 {
+		t.Errorf("%v beat streams for %d steps: beat streams were not kept for the next step's guardians", beats, steps+1)
+	}
+}
