@@ -100,14 +100,23 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		}
 	}()
 	n.learnFrom(p.Trace)
-	// The bytes received are journaled as they came (no re-encoding).
+	// The bytes received are journaled as they came (no re-encoding); a
+	// local hand-off's pack is encoded here, for the journal and the backup.
+	if raw == nil {
+		var err error
+		if raw, err = pack.Encode(p); err != nil {
+			return refuse(api.CodeInternal, "encode pack: "+err.Error())
+		}
+	}
 	rec := held.Record{Pack: p, PackRaw: raw, Key: heldKey(p), GuardKey: guardKey(p)}
 	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
 		rec.Guardians = []pack.Peer{p.Sender}
 	}
 	// The backup guardian is chosen before the first write and named in
-	// it, so the usual hand-over journals the holder once, not twice
-	// (issue 14); it stores its copy right after (recruitHolderBackup).
+	// it, so the usual hand-over journals the holder once, not twice, and
+	// the backup stores its copy while this peer writes (issue 14; why
+	// that order is safe: docs/reliability-core.md, "the receiver's second
+	// write is gone").
 	backup := n.pickHolderBackup(rec)
 	if backup.ID != "" {
 		rec.Guardians = append(rec.Guardians, backup)
@@ -118,19 +127,27 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		// hand-off timed out tried again): answer as the first one ends.
 		return n.acceptedBefore(ctx, s, p)
 	}
-	if _, err := n.stepHeld(s, held.Accepted{}); err != nil {
+	// Two copies besides this one before anything is released: the
+	// sender's (once it hears the ack) and a backup's.
+	recruited := make(chan recruitedBackups, 1)
+	go func() {
+		more, refused := n.recruitHolderBackup(ctx, rec, backup)
+		recruited <- recruitedBackups{more, refused}
+	}()
+	_, err = n.stepHeld(s, held.Accepted{})
+	backups := <-recruited
+	if err != nil {
+		n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, append(backups.more, backup))
 		n.helds.remove(rec.Key, s)
 		return refuse(api.CodeInternal, err.Error())
 	}
-	// Two copies besides this one before anything is released: the
-	// sender's (once it hears the ack) and a backup's.
-	if more, refused := n.recruitHolderBackup(ctx, s, backup); len(more) > 0 || refused {
-		ev := held.BackupsRecruited{Peers: more}
-		if refused {
+	if len(backups.more) > 0 || backups.refused {
+		ev := held.BackupsRecruited{Peers: backups.more}
+		if backups.refused {
 			ev.Refused = []pack.Peer{backup}
 		}
 		if _, err := n.stepHeld(s, ev); err != nil {
-			n.withdrawBackups(ctx, rec.GuardKey, p.Attempt, append(more, backup))
+			n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, append(backups.more, backup))
 			n.helds.remove(rec.Key, s)
 			n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
 			return refuse(api.CodeInternal, err.Error())
@@ -314,6 +331,12 @@ func (n *Node) holderBackupExclusions(rec held.Record) (map[peer.ID]bool, map[st
 	return exclude, map[string]bool{n.cfg.Zone: true, primary.Zone: true}
 }
 
+// recruitedBackups is what recruitHolderBackup found.
+type recruitedBackups struct {
+	more    []pack.Peer
+	refused bool
+}
+
 // recruitHolderBackup asks first, the backup named in the held record when
 // it was first journaled (pickHolderBackup), to keep a copy of the work as
 // its backup guardian, the sender being the primary. When first refuses,
@@ -323,9 +346,8 @@ func (n *Node) holderBackupExclusions(rec held.Record) (map[peer.ID]bool, map[st
 // the step and re-route it once its link came back; issue 12, finding
 // F4); refused then says first is to be taken off the record. A first
 // whose answer never came stays named, for the same reason.
-func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot, first pack.Peer) (more []pack.Peer, refused bool) {
-	rec := s.view().Record()
-	raw := rec.PackRaw // set by the first save
+func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first pack.Peer) (more []pack.Peer, refused bool) {
+	raw := rec.PackRaw
 	if raw == nil || first.ID == "" {
 		return nil, false
 	}
@@ -342,7 +364,7 @@ func (n *Node) recruitHolderBackup(ctx context.Context, s *heldSlot, first pack.
 	if ok || err != nil {
 		return nil, false
 	}
-	exclude, avoid := n.holderBackupExclusions(*rec)
+	exclude, avoid := n.holderBackupExclusions(rec)
 	if id, err := peer.Decode(first.ID); err == nil {
 		exclude[id] = true
 	}
