@@ -556,6 +556,25 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 // superseded, not handed on).
 var errChainSuperseded = fmt.Errorf("%w: %w", errCancelled, errSuperseded)
 
+// continuationSuperseded reports whether p is a join's continuation
+// (its settle names the join's actor, pack.SettleJoinForwarded) whose
+// actor this peer's copy of the join knows was taken over since (J7). Its
+// sender stops trying: a receiver that refused it as unsettled (a copy
+// cut off) and is asked again later may settle it with a copy that does
+// not know the newer actor yet, while the newer actor's continuation went
+// on (flapping-link, reliability-core "Left undone" 11).
+func (n *Node) continuationSuperseded(p *pack.Pack) bool {
+	for _, it := range p.Settle {
+		if it.Kind != pack.SettleJoinForwarded {
+			continue
+		}
+		if c := n.joins.get(it.Key); c != nil && (join.Token{Epoch: it.Epoch, Actor: it.Actor}).Before(c.cur.Load().Token()) {
+			return true
+		}
+	}
+	return false
+}
+
 // dispatch peels the residual p.Workflow and moves it on: a service head is
 // handed to a chosen peer; a FORK, FIRST or FAILOVER head starts a join here.
 // It returns errSuperseded when the receiver refused the hand-off because
@@ -668,6 +687,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	for {
 		if n.isCancelled(p) {
 			return handedOff{}, errCancelled
+		}
+		if n.continuationSuperseded(p) {
+			return handedOff{}, errChainSuperseded
 		}
 		n.mu.Lock()
 		wake := n.returned

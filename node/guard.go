@@ -446,17 +446,60 @@ func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
 		}
 		// The suspicion may date from a cut this peer has just come out
 		// of (a flapping link): an actor that answers now is not taken
-		// over.
-		if n.answersFresh(ctx, id) {
+		// over. Now: by a check that began after the one above (a
+		// shared check begun during the cut answers for then), while
+		// the mesh is asked alongside.
+		asked := time.Now()
+		stop := n.watchCutOff(ctx, actor)
+		answers := n.answersFreshSince(ctx, id, asked)
+		stop()
+		if answers {
 			n.log.Info("not taking over joins: the actor answers again", "actor", rpc.ShortIDString(actor))
 			return false
 		}
 		// A cut that began after the check above makes a live actor look
-		// gone: take over only while the mesh still answers this peer.
-		if ctx.Err() != nil || !n.cutOff(ctx, actor) {
+		// gone: take over only while the mesh still answers this peer,
+		// and only if it answered all along — a cut shorter than the
+		// actor's check (up to 4 s; a flapping link's are 1–1.5 s) that
+		// began and ended within it made a replica take a live actor
+		// over in the gap between two cuts (flapping-link,
+		// reliability-core "Left undone" 11).
+		if ctx.Err() != nil {
+			return false
+		}
+		if !n.cutOff(ctx, actor) && !n.cutOffSince(asked) {
 			return ctx.Err() == nil
 		}
 	}
+}
+
+// watchCutOff asks cutOff about the mesh every 250 ms until the returned
+// stop is called (stop waits for the round in flight): any round that
+// finds this peer cut off is recorded (cutOffAt, read by cutOffSince).
+func (n *Node) watchCutOff(ctx context.Context, silent string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			n.cutOff(ctx, silent)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// cutOffSince reports whether cutOff found this peer cut off at t or later.
+func (n *Node) cutOffSince(t time.Time) bool {
+	at := n.cutOffAt.Load()
+	return at != 0 && at >= t.UnixNano()
 }
 
 // recentlyCutOff reports whether cutOff found this peer cut off within d.
@@ -770,14 +813,34 @@ func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
 // The shared check runs on the node's context, so one caller giving up
 // does not answer "gone" to the others.
 func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
-	ch := n.freshChecks.DoChan(string(id), func() (any, error) {
-		return n.answersFreshOnce(n.ctx, id), nil
-	})
-	select {
-	case <-ctx.Done():
-		return false
-	case r := <-ch:
-		return r.Val.(bool)
+	return n.answersFreshSince(ctx, id, time.Time{})
+}
+
+// freshAnswer is the answer of one shared answersFresh check and when it
+// began.
+type freshAnswer struct {
+	ok    bool
+	began time.Time
+}
+
+// answersFreshSince is answersFresh by a check that began at since or
+// later: a shared check that began before and found id silent (it may
+// have run while this peer was cut off) is waited for, and id asked again.
+func (n *Node) answersFreshSince(ctx context.Context, id peer.ID, since time.Time) bool {
+	for {
+		ch := n.freshChecks.DoChan(string(id), func() (any, error) {
+			began := time.Now()
+			return freshAnswer{ok: n.answersFreshOnce(n.ctx, id), began: began}, nil
+		})
+		select {
+		case <-ctx.Done():
+			return false
+		case r := <-ch:
+			a := r.Val.(freshAnswer)
+			if a.ok || !a.began.Before(since) {
+				return a.ok
+			}
+		}
 	}
 }
 

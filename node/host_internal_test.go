@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +123,65 @@ func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
 	defer mu.Unlock()
 	if answeredPings != 1 {
 		t.Errorf("the peer answered %d pings on fresh connections (muted %d), want 1: concurrent checks did not share one", answeredPings, mutePings)
+	}
+}
+
+// A check that asks whether a peer answers now is not answered by a
+// shared check that began earlier and found it silent: a join replica on
+// a flapping link that suspected its actor during a cut asked after the
+// heal, was given the answer of a check begun during the cut, and took a
+// live actor over (reliability-core "Left undone" 11). The peer here
+// drops every ping that reaches it while it is cut off (as a cut does)
+// and answers every one after.
+func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
+	self, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { self.Close() })
+	holder, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	var cut atomic.Bool
+	cut.Store(true)
+	holder.SetStreamHandler(ping.ID, func(s network.Stream) {
+		defer s.Close()
+		buf := make([]byte, ping.PingSize)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+			if cut.Load() {
+				continue // dropped
+			}
+			if _, err := s.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{host: self, ctx: ctx}
+	// A check begins during the cut: its ping on the connection it has
+	// (1 s) and the ping on a fresh connection sent after it are dropped.
+	early := make(chan bool, 1)
+	go func() { early <- n.answersFresh(ctx, holder.ID()) }()
+	time.Sleep(2 * time.Second)
+	// The cut ends while that check still waits for its fresh ping; a
+	// check asked now must see the peer answer.
+	cut.Store(false)
+	asked := time.Now()
+	late := make(chan bool, 1)
+	go func() { late <- n.answersFreshSince(ctx, holder.ID(), asked) }()
+	if <-early {
+		t.Fatal("the check begun during the cut found the peer answering")
+	}
+	if !<-late {
+		t.Fatal("a check asked after the heal was answered by the shared check begun during the cut: the peer read as gone")
 	}
 }

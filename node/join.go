@@ -438,6 +438,12 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 			// lost with this continuation. The other copies get them
 			// again; the acting one records those it lacks.
 			n.pushResults(ctx, c)
+			// Or the join moved on already (J10). Either way nothing was
+			// taken: this copy stops acting and sends no notice, which
+			// would tell the copies a continuation was taken and make
+			// them refuse the newer actor's.
+			n.stepJoin(c, join.ForwardDone{Superseded: true})
+			return
 		}
 	}
 	n.stepJoin(c, join.ForwardDone{})

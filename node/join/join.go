@@ -99,6 +99,24 @@
 //     do not act, and the new actor waited for ever (issue 12,
 //     isolate-join-holder, ninth session). An acting copy records a
 //     relayed end as a branch end (J2).
+//   - J10 (a join moves on once): a continuation that was taken stays
+//     the only one. An acting copy forwards (Forwarded) only once its
+//     receiver acknowledged (ForwardDone; a continuation refused as
+//     superseded stops the copy instead, and it sends no notice), and a
+//     passive copy that had the actor's notice (ActorForwarded with no
+//     receiver, sent after the ack) records Taken. Either refuses a
+//     newer actor's continuation as superseded and ignores its takeover
+//     notice (NewActor): a replica that missed the settle and the notice
+//     (cut off) and took the decided join over later forwards it a
+//     second time, and J7's "a newer actor wins" let it through — the
+//     step after the join ran twice, once on one peer whose handed-on
+//     memory takes a newer chain afresh (flapping-link, reliability-core
+//     "Left undone" 11; testdata/taken.txt). A copy that only saw a
+//     receiver's settle cannot tell whether that receiver took it
+//     (another copy may have refused it, naming a newer actor) and lets
+//     the newer actor's continuation through, as J7 says. The node adds
+//     that a sender whose copy of the join knows a newer actor stops
+//     handing on the old actor's continuation (continuationSuperseded).
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -233,6 +251,11 @@ type Record struct {
 	// actor this copy knows (J8): a second receiver of the same
 	// actor's continuation is refused, naming it.
 	ForwardedBy string `cbor:"35,keyasint,omitempty"`
+	// Taken is set on a passive copy once the actor it knows said that
+	// its continuation was acknowledged (the actor's notice, after
+	// ForwardDone): the join moved on for good, and a newer actor's
+	// continuation is refused (J10).
+	Taken bool `cbor:"36,keyasint,omitempty"`
 }
 
 // Token orders actors: the newer epoch wins, and of two copies that took
@@ -571,8 +594,11 @@ type EarlierAnswered struct {
 	Reached bool
 }
 
-// ForwardDone says the continuation was acknowledged by its next holder.
-type ForwardDone struct{}
+// ForwardDone says the continuation was acknowledged by its next holder,
+// or (Superseded) refused because a copy knows a newer actor or that the
+// join moved on already (J7, J10): this copy then stops acting and tells
+// nobody that it moved the join on.
+type ForwardDone struct{ Superseded bool }
 
 // ActorForwarded says the actor with Token moved the continuation on (the
 // continuation's receiver, or the actor itself, tells every other copy).
@@ -701,6 +727,16 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		if !j.Acting() || j.rec.Phase != PhaseDecided {
 			return none()
 		}
+		if ev.Superseded {
+			// Not acknowledged: no notice, which would tell the copies
+			// the continuation was taken (J10) and make them refuse the
+			// newer actor's. The newer actor's continuation, or its
+			// notice, moves this copy on when it reaches it.
+			j.rec.Role = RoleMoved
+			r := none()
+			r.Persist = true
+			return r
+		}
 		j.rec.Phase = PhaseForwarded
 		r := none()
 		r.Persist, r.NotifyForwarded = true, true
@@ -730,6 +766,12 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			// that took it first, or its actor's notice, is answered as
 			// before; a second receiver is refused, naming the first.
 			switch {
+			case ev.By == "" && !j.Acting() && !j.rec.Taken:
+				// The actor's notice: its continuation was taken (J10).
+				j.rec.Taken = true
+				r := none()
+				r.Persist = true
+				return r
 			case ev.By == "" || ev.By == j.rec.ForwardedBy:
 				return none()
 			case j.rec.ForwardedBy == "":
@@ -741,8 +783,24 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			return Ready{Ack: Ack{Refusal: RefuseTaken, TakenBy: j.rec.ForwardedBy, Error: fmt.Sprintf(
 				"join %s: the continuation of the actor at epoch %d was taken by another peer first", j.rec.ID, ev.Token.Epoch)}}
 		}
+		if j.rec.Phase == PhaseForwarded && (j.Acting() || j.rec.Taken) {
+			// J10: this copy's continuation (an acting copy forwarded
+			// only once its receiver acknowledged) or its actor's was
+			// taken: the join moved on. A newer actor — a replica that
+			// missed that, cut off, and took the join over — moves it on
+			// a second time: its receiver is refused, and its own notice
+			// changes nothing. Accepted, the step after the join ran
+			// twice (flapping-link, reliability-core "Left undone" 11).
+			if ev.By == "" {
+				return none()
+			}
+			return Ready{Ack: Ack{Refusal: RefuseSuperseded, Error: fmt.Sprintf(
+				"join %s moved on already: the continuation of the actor at epoch %d was taken (by %s); a newer actor's (epoch %d) is refused",
+				j.rec.ID, mine.Epoch, short(j.rec.ForwardedBy), ev.Token.Epoch)}}
+		}
 		// A newer (or this copy's) actor moved it on: it never acts again.
 		j.rec.Phase, j.rec.Epoch, j.rec.EpochActor, j.rec.ForwardedBy = PhaseForwarded, ev.Token.Epoch, ev.Token.Actor, ev.By
+		j.rec.Taken = ev.By == ""
 		if ev.Token.Actor != j.rec.Actor.ID {
 			j.rec.Actor = pack.Peer{ID: ev.Token.Actor}
 		}
@@ -849,6 +907,12 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 	case NewActor:
 		if !j.Token().Before(Token{Epoch: ev.Epoch, Actor: ev.Actor.ID}) {
 			return none() // not newer than the actor this copy knows
+		}
+		if j.rec.Phase == PhaseForwarded && (j.Acting() || j.rec.Taken) {
+			// J10: the join moved on; a replica that took it over since
+			// (cut off, it missed that) must not turn this copy into one
+			// that lets its continuation through.
+			return none()
 		}
 		return j.newActor(ev.Actor, ev.Epoch, self)
 	}

@@ -75,7 +75,7 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 	case "earlier":
 		ev = EarlierAnswered{Acting: peerArg(a["acting"]), Reached: a["reached"] == "true"}
 	case "forward-done":
-		ev = ForwardDone{}
+		ev = ForwardDone{Superseded: a["superseded"] == "true"}
 	case "actor-forwarded":
 		tok := j.Token()
 		tok.Epoch = script.Int(t, a, "epoch", tok.Epoch)
@@ -208,6 +208,9 @@ func state(j *Join) string {
 	}
 	if rec.ForwardedBy != "" {
 		s += " forwarded-by=" + rec.ForwardedBy
+	}
+	if rec.Taken {
+		s += " taken"
 	}
 	return s
 }
