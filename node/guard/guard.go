@@ -62,6 +62,18 @@
 //     after other guardians had recorded it gives way (Release.Yield): a
 //     tombstone naming it names the first instead, so that two receivers
 //     never name each other (issue 12, finding F4).
+//   - G14 (two refused receivers do not swap): two receivers of one attempt
+//     that each reached one copy first are each refused at the other's
+//     copy, and each gives way where it was recorded (G8): the copies
+//     swapped names, and every later try was refused again — the workflow
+//     was lost with nothing run twice (reliability-core "Left undone" 9,
+//     seen with debug logs in the sixteenth session: the receivers were
+//     the origin's two replicas, the guardians of the first step). A copy
+//     that refused the peer it is asked to give way to (a swap in the
+//     making) gives way only if the yielding peer's ID is the greater: of
+//     the two, exactly one gives way, and both copies name the smaller.
+//     A yield toward a receiver this copy never refused applies as before
+//     (that receiver may have taken the step with the other copies alone).
 //   - G7 (every guardian of a re-routed attempt says so): when the primary
 //     re-routes (or gives up on an at-most-once step), it tells the old
 //     attempt's other guardians with a Release marked Rerouted; their
@@ -242,6 +254,21 @@ type Guard struct {
 	// (G13). Not persisted either: the hold is short, and a restarted
 	// guardian answered nothing meanwhile.
 	asked askedReroute
+	// refused are the successors this copy refused as second receivers
+	// of the tombstone's attempt (G8), for G14. Not persisted: after a
+	// restart a yield applies as before G14.
+	refused refusedSuccessors
+}
+
+// refusedSuccessors are the receivers a tombstone of attempt refused,
+// naming its first successor (G8).
+type refusedSuccessors struct {
+	attempt int
+	peers   []string
+}
+
+func (r refusedSuccessors) has(attempt int, peer string) bool {
+	return r.attempt == attempt && slices.Contains(r.peers, peer)
 }
 
 // ReroutingHold is how long a copy answers releases of its attempt
@@ -286,6 +313,7 @@ func (g *Guard) Clone() *Guard {
 		m := *g.mark
 		c.mark = &m
 	}
+	c.refused.peers = slices.Clone(g.refused.peers)
 	return &c
 }
 
@@ -776,6 +804,13 @@ func (g *Guard) store(e Store) Ready {
 func (g *Guard) release(e Release) Ready {
 	if e.Yield != "" {
 		if g.copy == nil && g.mark != nil && g.mark.Attempt == e.Attempt && !g.mark.Rerouted && g.mark.By == e.Yield && e.By != "" {
+			if g.refused.has(e.Attempt, e.By) && e.Yield < e.By {
+				// G14: this copy refused e.By, which gives way at the
+				// copies that named it just as e.Yield does here; of
+				// two receivers each refused at the other's copy only
+				// the greater peer ID gives way, or the copies swap.
+				return Ready{Reply: &Reply{OK: true}}
+			}
 			g.mark.By = e.By
 			return Ready{Persist: PersistForget, Reply: &Reply{OK: true}}
 		}
@@ -809,6 +844,12 @@ func (g *Guard) release(e Release) Ready {
 			// G8: released by another successor first; the answer names
 			// it, so the sender guards the step there (it may have missed
 			// that successor's ack).
+			if g.refused.attempt != e.Attempt {
+				g.refused = refusedSuccessors{attempt: e.Attempt}
+			}
+			if !slices.Contains(g.refused.peers, e.By) {
+				g.refused.peers = append(g.refused.peers, e.By)
+			}
 			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt, Holder: pack.Peer{ID: g.mark.By}}}
 		}
 		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && !e.Rerouted && g.mark.By == "" && e.By != "" {
