@@ -60,16 +60,7 @@ func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 // as gone. The peer here does not answer pings on its first connection
 // (a connection a cut left mute) and answers on any later one.
 func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
-	self, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { self.Close() })
-	holder, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Close() })
+	self, holder := testHost(t), testHost(t)
 	var mu sync.Mutex
 	var first network.Conn
 	var mutePings, answeredPings int
@@ -134,16 +125,7 @@ func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
 // drops every ping that reaches it while it is cut off (as a cut does)
 // and answers every one after.
 func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
-	self, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { self.Close() })
-	holder, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Close() })
+	self, holder := testHost(t), testHost(t)
 	var cut atomic.Bool
 	cut.Store(true)
 	holder.SetStreamHandler(ping.ID, func(s network.Stream) {
@@ -184,4 +166,16 @@ func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
 	if !<-late {
 		t.Fatal("a check asked after the heal was answered by the shared check begun during the cut: the peer read as gone")
 	}
+}
+
+// testHost is a real libp2p host on a free loopback port, closed when
+// the test ends.
+func testHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }
