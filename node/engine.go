@@ -581,14 +581,20 @@ func (n *Node) continuationSuperseded(p *pack.Pack) bool {
 // the chain was superseded (the caller's work is superseded, not handed
 // on), and nil otherwise: a failure is reported to the join or origin.
 func (n *Node) dispatch(ctx context.Context, p *pack.Pack) error {
-	_, err := n.dispatchReleased(ctx, p)
+	h, err := n.dispatchUnguarded(ctx, p)
+	if h != nil {
+		n.guardHandedOff(p, *h, nil)
+	}
 	return err
 }
 
-// dispatchReleased is dispatch that also returns the guardians of the
-// step before that the next holder released when it took a service head
-// (api.Ack.Released): the sender need not release them again.
-func (n *Node) dispatchReleased(ctx context.Context, p *pack.Pack) ([]string, error) {
+// dispatchUnguarded is dispatch that returns the hand-off of a service
+// head (nil for anything else) without keeping the sender's guard copy of
+// it: the caller keeps it (guardHandedOff), or a holder keeps it in the
+// same journal write as its own record's end (forwardedAndGuarded). The
+// hand-off names the guardians of the step before that the next holder
+// released (api.Ack.Released): the sender need not release them again.
+func (n *Node) dispatchUnguarded(ctx context.Context, p *pack.Pack) (*handedOff, error) {
 	head, rest, err := n.peelWaiting(ctx, p)
 	if errors.Is(err, errCancelled) || ctx.Err() != nil {
 		return nil, nil
@@ -608,10 +614,11 @@ func (n *Node) dispatchReleased(ctx context.Context, p *pack.Pack) ([]string, er
 		}
 		p.Workflow = &grammar.Workflow{Steps: steps}
 		p.Attempt = 0
-		released, err := n.handoff(ctx, p, nil)
+		h, err := n.handoffExcluding(ctx, p, nil, nil)
 		if err == nil {
-			return released, nil
+			return &h, nil
 		}
+		err = fmt.Errorf("step %s (path %s): %w", head.Service.Name, head.Service.Path, err)
 		if errors.Is(err, errSuperseded) {
 			return nil, errSuperseded
 		}
@@ -627,23 +634,6 @@ func (n *Node) dispatchReleased(ctx context.Context, p *pack.Pack) ([]string, er
 	return nil, nil
 }
 
-// handoff sends p (whose head is a service) to a chosen peer and waits for
-// its ack. avoid lists peers to skip if any other can run the step (FORK
-// siblings). It keeps trying other peers on refusals and errors, and waits
-// up to NoPeerWait for a provider to appear.
-func (n *Node) handoff(ctx context.Context, p *pack.Pack, avoid map[peer.ID]bool) ([]string, error) {
-	head, err := p.Head()
-	if err != nil {
-		return nil, err
-	}
-	h, err := n.handoffExcluding(ctx, p, avoid, nil)
-	if err != nil {
-		return nil, fmt.Errorf("step %s (path %s): %w", head.Name, head.Path, err)
-	}
-	n.guardHandedOff(p, h, nil)
-	return h.released, nil
-}
-
 // handedOff is a hand-off that was taken: by which peer, the backup
 // guardians it recruited, the guardians of the step before that it
 // released when it settled (api.Ack.Released), and the pack's bytes as
@@ -656,9 +646,13 @@ type handedOff struct {
 	raw      []byte
 }
 
-// handoffExcluding is handoff returning the hand-off that was taken (the
-// peer, its backups, the guardians it released, the bytes sent); peers in
-// never are never chosen (they went silent on this step).
+// handoffExcluding sends p (whose head is a service) to a chosen peer and
+// waits for its ack, and returns the hand-off that was taken (the peer,
+// its backups, the guardians it released, the bytes sent). avoid lists
+// peers to skip if any other can run the step (FORK siblings); peers in
+// never are never chosen (they went silent on this step). It keeps trying
+// other peers on refusals and errors, and waits up to NoPeerWait for a
+// provider to appear. The caller keeps the guard copy (guardHandedOff).
 func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never map[peer.ID]bool) (handedOff, error) {
 	head, err := p.Head()
 	if err != nil {

@@ -133,23 +133,34 @@ func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
 
 // persistGuard writes what p says of m.
 func (n *Node) persistGuard(m *guard.Guard, p guard.Persist) error {
+	if write := guardWrite(m, p); write != nil {
+		return n.journal.Update(write)
+	}
+	return nil
+}
+
+// guardWrite is what persistGuard writes, as a function of a journal
+// transaction (nil: nothing to write).
+func guardWrite(m *guard.Guard, p guard.Persist) func(*journal.Tx) error {
 	key := m.Key()
 	switch p {
 	case guard.PersistSave:
-		return n.journal.Put(journal.BucketOutbox, key, rpc.MustCBOR(m.Copy()))
+		value := rpc.MustCBOR(m.Copy())
+		return func(tx *journal.Tx) error { return tx.Put(journal.BucketOutbox, key, value) }
 	case guard.PersistForget:
 		// One transaction: a guardian that restarts still knows the step
 		// moved on (a release is answered only once this is durable).
-		return n.journal.Update(func(tx *journal.Tx) error {
+		mark := rpc.MustCBOR(m.Mark())
+		return func(tx *journal.Tx) error {
 			if err := tx.Delete(journal.BucketOutbox, key); err != nil {
 				return err
 			}
-			return tx.Put(journal.BucketReleased, key, rpc.MustCBOR(m.Mark()))
-		})
+			return tx.Put(journal.BucketReleased, key, mark)
+		}
 	case guard.PersistDropMark:
-		return n.journal.Delete(journal.BucketReleased, key)
+		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketReleased, key) }
 	case guard.PersistDelete:
-		return n.journal.Delete(journal.BucketOutbox, key)
+		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketOutbox, key) }
 	}
 	return nil
 }
@@ -216,25 +227,35 @@ func guardKey(p *pack.Pack) string {
 // the backup guardians the holder recruited (h.backups); when it recruited
 // none, this peer recruits one in the background.
 func (n *Node) guardHandedOff(p *pack.Pack, h handedOff, tried []string) {
+	store, ok := n.guardStoreFor(p, h, tried)
+	if !ok {
+		return
+	}
+	if _, err := n.stepGuard(guardKey(p), store); err != nil {
+		// The successor has the pack and its backup guards it.
+		n.log.Error("keep guard copy", "err", err)
+	}
+}
+
+// guardStoreFor is the event that makes this peer the primary guardian of
+// p as handed off in h; false for a local hand-off (the backup guards it)
+// or a pack that cannot be encoded.
+func (n *Node) guardStoreFor(p *pack.Pack, h handedOff, tried []string) (guard.Store, bool) {
 	if h.to == n.host.ID() {
-		return // local hand-off: the backup guards it
+		return guard.Store{}, false
 	}
 	raw := h.raw
 	if raw == nil {
 		var err error
 		if raw, err = pack.Encode(p); err != nil {
 			n.log.Error("encode guarded pack", "err", err)
-			return
+			return guard.Store{}, false
 		}
 	}
-	_, err := n.stepGuard(guardKey(p), guard.Store{
+	return guard.Store{
 		Pack: raw, Holder: n.peerRef(h.to), Attempt: p.Attempt, Role: guard.RolePrimary,
 		Tried: tried, Backups: h.backups, Recruit: true, At: time.Now().UTC(),
-	})
-	if err != nil {
-		// The successor has the pack and its backup guards it.
-		n.log.Error("keep guard copy", "err", err)
-	}
+	}, true
 }
 
 // recruitBackup asks a peer in another zone to guard key's copy too, and
