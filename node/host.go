@@ -268,7 +268,7 @@ func (n *Node) startMembership(self peer.ID, listen []string) ([]libp2p.Option, 
 	n.gate = gate
 	n.handoffRate = member.NewLimiter(n.cfg.Limits.Handoffs, nil)
 	n.submitRate = member.NewLimiter(n.cfg.Limits.Submits, nil)
-	rm, err := resourceManager()
+	rm, err := resourceManager(n.cfg.HTTP != "")
 	if err != nil {
 		return nil, err
 	}
@@ -305,15 +305,22 @@ func isUDP(addr string) bool {
 // resourceManager is libp2p's default resource manager with tighter
 // per-peer stream limits on the protocols an abusive peer would flood:
 // client requests (a client has no business holding many streams open)
-// and hand-offs (each holds a pack in memory until it is journaled).
-func resourceManager() (network.ResourceManager, error) {
+// and hand-offs (each holds a pack in memory until it is journaled). Its
+// metrics (libp2p_rcmgr_*, a trace of every scope change: 3.5 % of a
+// node's CPU while it hands steps on, issue 14) are kept only when they
+// are served (--http).
+func resourceManager(metrics bool) (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
 	limits.AddProtocolPeerLimit(protocol.ID(api.ProtoClient),
 		rcmgr.BaseLimit{StreamsInbound: 16, StreamsOutbound: 16, Streams: 32, Memory: 32 << 20}, rcmgr.BaseLimitIncrease{})
 	limits.AddProtocolPeerLimit(protocol.ID(api.ProtoHandoff),
 		rcmgr.BaseLimit{StreamsInbound: 64, StreamsOutbound: 128, Streams: 192, Memory: 64 << 20}, rcmgr.BaseLimitIncrease{})
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
+	var opts []rcmgr.Option
+	if !metrics {
+		opts = append(opts, rcmgr.WithMetricsDisabled())
+	}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
