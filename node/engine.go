@@ -136,8 +136,12 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}()
 	_, err = n.stepHeld(s, held.Accepted{})
 	backups := <-recruited
+	asked := backups.more
+	if backup.ID != "" {
+		asked = append(asked, backup)
+	}
 	if err != nil {
-		n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, append(backups.more, backup))
+		n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, asked)
 		n.helds.remove(rec.Key, s)
 		return refuse(api.CodeInternal, err.Error())
 	}
@@ -147,7 +151,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 			ev.Refused = []pack.Peer{backup}
 		}
 		if _, err := n.stepHeld(s, ev); err != nil {
-			n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, append(backups.more, backup))
+			n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, asked)
 			n.helds.remove(rec.Key, s)
 			n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
 			return refuse(api.CodeInternal, err.Error())
