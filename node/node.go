@@ -62,7 +62,12 @@
 //     the holder's releases of that attempt Pending for a while (G13), so
 //     a cut-off holder's next hop that reaches only a backup between the
 //     primary's question and its re-route notice (G7) cannot start a
-//     second chain. Tests:
+//     second chain. A join moves on once (node/join J10): a replica that
+//     missed an acknowledged continuation and took the join over is
+//     refused at its receiver's settle, and an old actor stops handing on
+//     its continuation once it knows a newer one (continuationSuperseded).
+//     Tests:
+//     TestOldActorStopsHandingOnItsContinuation, node/join/testdata/taken.txt,
 //     TestSupersededChainCompletionRefused, TestSupersededChainCopyNotRerouted,
 //     TestReleaseWaitsWhileACoGuardianDecidesReroute,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
