@@ -86,9 +86,13 @@
 //     accept); joins and origins keep k copies (Config.JoinReplicas,
 //     default 2) in distinct zones where possible (pickReplicas), and no
 //     step of a branch runs on a peer holding a copy of its join where
-//     another peer can run it (withJoinHolders). Tests:
-//     TestJoinCopiesPlacement; scenarios join-and-branch, pair-random,
-//     zone-plus-one (completed + refused at-most-once == submitted).
+//     another peer can run it (withJoinHolders). Two receivers of one
+//     attempt that each got one guardian's copy first do not end up named
+//     each at the other's copy for ever (node/guard G14: of the two, only
+//     the greater peer ID gives way). Tests:
+//     TestJoinCopiesPlacement, node/guard/testdata/release.txt (G14);
+//     scenarios join-and-branch, pair-random, zone-plus-one, flapping-link
+//     (completed + refused at-most-once == submitted).
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
 //     copy, a branch result, a guard release, a workflow record and its
 //     completion or cancel reach the journal before the answer; a journal
