@@ -62,6 +62,29 @@ func (t *guardTable) slot(key string) *guardSlot {
 	return s
 }
 
+// locked returns key's live slot with its lock held (a slot that left
+// the table empty meanwhile is not used: a new one is taken).
+func (t *guardTable) locked(key string) *guardSlot {
+	for {
+		s := t.slot(key)
+		s.mu.Lock()
+		if !s.dead {
+			return s
+		}
+		s.mu.Unlock()
+	}
+}
+
+// commit makes m, written to the journal, key's machine; a machine left
+// empty leaves the table. s's lock is held.
+func (t *guardTable) commit(key string, s *guardSlot, m *guard.Guard) {
+	s.cur.Store(m)
+	if m.Empty() {
+		s.dead = true
+		t.remove(key, s)
+	}
+}
+
 // put installs a restored machine (at start, before anything steps).
 func (t *guardTable) put(g *guard.Guard) {
 	s := &guardSlot{}
@@ -107,28 +130,17 @@ func (t *guardTable) holding(holder string) []*guard.Guard {
 // changes nothing, I4), commits it, then watches and unwatches holders and
 // starts the asynchronous work. The caller answers from the Ready.
 func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
-	for {
-		s := n.guards.slot(key)
-		s.mu.Lock()
-		if s.dead {
-			s.mu.Unlock()
-			continue
-		}
-		m := s.cur.Load().Clone()
-		rd := m.Step(ev)
-		if err := n.persistGuard(m, rd.Persist); err != nil {
-			s.mu.Unlock()
-			return guard.Ready{}, fmt.Errorf("journal guard copy %s: %w", key, err)
-		}
-		s.cur.Store(m)
-		if m.Empty() {
-			s.dead = true
-			n.guards.remove(key, s)
-		}
+	s := n.guards.locked(key)
+	m := s.cur.Load().Clone()
+	rd := m.Step(ev)
+	if err := n.persistGuard(m, rd.Persist); err != nil {
 		s.mu.Unlock()
-		n.applyGuard(key, rd)
-		return rd, nil
+		return guard.Ready{}, fmt.Errorf("journal guard copy %s: %w", key, err)
 	}
+	n.guards.commit(key, s, m)
+	s.mu.Unlock()
+	n.applyGuard(key, rd)
+	return rd, nil
 }
 
 // persistGuard writes what p says of m.

@@ -382,55 +382,43 @@ func (n *Node) forwardedAndGuarded(s *heldSlot, next *pack.Pack, h handedOff) {
 		return
 	}
 	key := guardKey(next)
-	for {
-		gs := n.guards.slot(key)
-		gs.mu.Lock()
-		if gs.dead {
-			gs.mu.Unlock()
-			continue
-		}
-		gm := gs.cur.Load().Clone()
-		grd := gm.Step(store)
-		s.mu.Lock()
-		hm := s.view().Clone()
-		hrd := hm.Step(forwarded)
-		hwrite, hdone, err := n.heldWrite(s, hm, hrd.Persist)
-		if err == nil {
-			err = n.journal.Update(func(tx *journal.Tx) error {
-				if gwrite := guardWrite(gm, grd.Persist); gwrite != nil {
-					if err := gwrite(tx); err != nil {
-						return err
-					}
+	gs := n.guards.locked(key)
+	gm := gs.cur.Load().Clone()
+	grd := gm.Step(store)
+	s.mu.Lock()
+	hm := s.view().Clone()
+	hrd := hm.Step(forwarded)
+	hwrite, hdone, err := n.heldWrite(s, hm, hrd.Persist)
+	if err == nil {
+		err = n.journal.Update(func(tx *journal.Tx) error {
+			if gwrite := guardWrite(gm, grd.Persist); gwrite != nil {
+				if err := gwrite(tx); err != nil {
+					return err
 				}
-				if hwrite != nil {
-					return hwrite(tx)
-				}
-				return nil
-			})
-		}
-		if err != nil {
-			s.mu.Unlock()
-			gs.mu.Unlock()
-			n.log.Warn("journal refused the hand-on and its guard copy in one write; writing them apart", "key", key, "err", err)
-			n.guardHandedOff(next, h, nil)
-			n.stepHeldBackground(s, forwarded)
-			return
-		}
-		if hdone != nil {
-			hdone()
-		}
-		s.cur.Store(hm)
+			}
+			if hwrite != nil {
+				return hwrite(tx)
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		s.mu.Unlock()
-		gs.cur.Store(gm)
-		if gm.Empty() {
-			gs.dead = true
-			n.guards.remove(key, gs)
-		}
 		gs.mu.Unlock()
-		n.applyGuard(key, grd)
-		n.afterHeld(s, hm, hrd)
+		n.log.Warn("journal refused the hand-on and its guard copy in one write; writing them apart", "key", key, "err", err)
+		n.guardHandedOff(next, h, nil)
+		n.stepHeldBackground(s, forwarded)
 		return
 	}
+	if hdone != nil {
+		hdone()
+	}
+	s.cur.Store(hm)
+	s.mu.Unlock()
+	n.guards.commit(key, gs, gm)
+	gs.mu.Unlock()
+	n.applyGuard(key, grd)
+	n.afterHeld(s, hm, hrd)
 }
 
 // releaseGuardians tells guardians that the step gkey moved on at attempt
