@@ -89,19 +89,14 @@ func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
 			}
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	n := &Node{host: self, ctx: ctx}
+	n := connectedNode(t, self, holder)
 	const checks = 4
 	answers := make(chan bool, checks)
 	start := make(chan struct{})
 	for range checks {
 		go func() {
 			<-start
-			answers <- n.answersFresh(ctx, holder.ID())
+			answers <- n.answersFresh(n.ctx, holder.ID())
 		}()
 	}
 	close(start)
@@ -143,23 +138,18 @@ func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
 			}
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	n := &Node{host: self, ctx: ctx}
+	n := connectedNode(t, self, holder)
 	// A check begins during the cut: its ping on the connection it has
 	// (1 s) and the ping on a fresh connection sent after it are dropped.
 	early := make(chan bool, 1)
-	go func() { early <- n.answersFresh(ctx, holder.ID()) }()
+	go func() { early <- n.answersFresh(n.ctx, holder.ID()) }()
 	time.Sleep(2 * time.Second)
 	// The cut ends while that check still waits for its fresh ping; a
 	// check asked now must see the peer answer.
 	cut.Store(false)
 	asked := time.Now()
 	late := make(chan bool, 1)
-	go func() { late <- n.answersFreshSince(ctx, holder.ID(), asked) }()
+	go func() { late <- n.answersFreshSince(n.ctx, holder.ID(), asked) }()
 	if <-early {
 		t.Fatal("the check begun during the cut found the peer answering")
 	}
@@ -178,4 +168,16 @@ func testHost(t *testing.T) host.Host {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+// connectedNode is a Node around host self, connected to holder, enough
+// for its answersFresh checks.
+func connectedNode(t *testing.T, self, holder host.Host) *Node {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &Node{host: self, ctx: ctx}
 }
