@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/journal"
@@ -344,7 +345,7 @@ func guardedAtAttempt0(t *testing.T) (*logLines, api.NodeFile, *fakeHolder, stri
 func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	lines := newLogLines()
 	nf := startGuardian(t, lines)
-	primary := listeningHost(t)
+	primary := p2ptest.Host(t)
 	questions := make(chan api.GuardStatus, 16)
 	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		var m api.GuardStatus
@@ -408,7 +409,7 @@ func TestSupersededChainCopyNotRerouted(t *testing.T) {
 			recFile := filepath.Join(t.TempDir(), "invocations.jsonl")
 			lines := newLogLines()
 			nf := startGuardianWith(t, lines, fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile))
-			g := listeningHost(t)
+			g := p2ptest.Host(t)
 			probes := make(chan api.GuardRelease, 16)
 			rpc.Serve(g, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 				var m api.GuardRelease

@@ -343,13 +343,14 @@ type recruitedBackups struct {
 
 // recruitHolderBackup asks first, the backup named in the held record when
 // it was first journaled (pickHolderBackup), to keep a copy of the work as
-// its backup guardian, the sender being the primary. When first refuses,
-// it asks one other peer and returns it in more if it took the copy, or
-// if its answer never came (it may keep a copy: such a peer is a guardian
-// too, as far as the successor's release goes, or its copy would outlive
-// the step and re-route it once its link came back; issue 12, finding
-// F4); refused then says first is to be taken off the record. A first
-// whose answer never came stays named, for the same reason.
+// its backup guardian, the sender being the primary. When first does not
+// take it, one other peer is asked, and returned in more if it took the
+// copy or its answer never came. A peer whose answer never came stays a
+// guardian (first stays named; another is returned in more): it may keep
+// a copy, and the successor's release must reach it, or its copy would
+// outlive the step and re-route it once its link came back (issue 12,
+// finding F4). A first that refused is to be taken off the record
+// (refused).
 func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first pack.Peer) (more []pack.Peer, refused bool) {
 	raw := rec.PackRaw
 	if raw == nil || first.ID == "" {
@@ -365,22 +366,23 @@ func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first p
 		return err == nil && rep.OK, err
 	}
 	ok, err := store(first)
-	if ok || err != nil {
+	if ok {
 		return nil, false
 	}
+	refused = err == nil
 	exclude, avoid := n.holderBackupExclusions(rec)
 	if id, err := peer.Decode(first.ID); err == nil {
 		exclude[id] = true
 	}
 	b, found := n.pickGuardianAvoiding(exclude, avoid)
 	if !found {
-		return nil, true
+		return nil, refused
 	}
 	ref := n.peerRef(b)
 	if ok, err := store(ref); ok || err != nil {
-		return []pack.Peer{ref}, true
+		return []pack.Peer{ref}, refused
 	}
-	return nil, true
+	return nil, refused
 }
 
 // withdrawBackups withdraws the copies of backup guardians recruited for

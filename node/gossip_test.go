@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -198,7 +199,7 @@ func TestGossipConfigShapes(t *testing.T) {
 // seeing a newcomer, greets it back).
 func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
-	h := listeningHost(t)
+	h := p2ptest.Host(t)
 	got := make(chan map[string]any, 4)
 	rpc.Serve(h, api.ProtoPresenceHello, 64<<10, 10*time.Second, func(_ context.Context, from peer.ID, req []byte) []byte {
 		var a map[string]any

@@ -88,7 +88,11 @@ func TestHopStreams(t *testing.T) {
 		t.Errorf("%v progress and %v origin streams for %d steps: the reports were not batched", progress, origin, steps+1)
 	}
 	// Three peers: a holder's guardians are always among the two others,
-	// so it beats on at most two streams (more only if one broke).
+	// so it beats on at most two streams (more only if one broke); and
+	// steps held on one peer and guarded on another are beaten for.
+	if beats == 0 {
+		t.Errorf("no beat streams for %d steps on three peers: holders did not beat to their guardians", steps+1)
+	}
 	if beats > steps/3 {
 		t.Errorf("%v beat streams for %d steps: beat streams were not kept for the next step's guardians", beats, steps+1)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
+	"github.com/bedwe/bedwe/internal/p2ptest"
 )
 
 // At start presence names many peers within a moment, before any dial
@@ -60,7 +62,7 @@ func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 // as gone. The peer here does not answer pings on its first connection
 // (a connection a cut left mute) and answers on any later one.
 func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
-	self, holder := testHost(t), testHost(t)
+	self, holder := p2ptest.Host(t), p2ptest.Host(t)
 	var mu sync.Mutex
 	var first network.Conn
 	var mutePings, answeredPings int
@@ -120,7 +122,7 @@ func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
 // drops every ping that reaches it while it is cut off (as a cut does)
 // and answers every one after.
 func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
-	self, holder := testHost(t), testHost(t)
+	self, holder := p2ptest.Host(t), p2ptest.Host(t)
 	var cut atomic.Bool
 	cut.Store(true)
 	holder.SetStreamHandler(ping.ID, func(s network.Stream) {
@@ -156,18 +158,6 @@ func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {
 	if !<-late {
 		t.Fatal("a check asked after the heal was answered by the shared check begun during the cut: the peer read as gone")
 	}
-}
-
-// testHost is a real libp2p host on a free loopback port, closed when
-// the test ends.
-func testHost(t *testing.T) host.Host {
-	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
 }
 
 // connectedNode is a Node around host self, connected to holder, enough

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
@@ -472,17 +473,6 @@ func serveRecording[T any](h host.Host, proto string, failFirst int32) (got <-ch
 	return ch, calls
 }
 
-// listeningHost starts a libp2p host on loopback, closed when t ends.
-func listeningHost(t *testing.T) host.Host {
-	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // waitEvents waits until the events file shows n events of type typ for
 // step.
 func waitEvents(t *testing.T, evFile, typ, step string, n int) {
@@ -576,7 +566,7 @@ func TestChainsOfOneStepToldApart(t *testing.T) {
 func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
 	joinReplicaAt(t, nf, "j-relay")
-	newActor := listeningHost(t)
+	newActor := p2ptest.Host(t)
 	got, _ := serveRecording[api.JoinUpdate](newActor, api.ProtoJoinUpdate, 0)
 
 	h, id := rawHost(t, nf)
@@ -593,7 +583,7 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	}
 	// The update comes from a peer that is not the new actor (the old
 	// actor stands for any).
-	hp := listeningHost(t)
+	hp := p2ptest.Host(t)
 	ai, err := peer.AddrInfoFromString(nf.Addrs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -627,7 +617,7 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 // failed the first call records what reaches it afterwards.
 func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
-	answering, missing := listeningHost(t), listeningHost(t)
+	answering, missing := p2ptest.Host(t), p2ptest.Host(t)
 	rpc.Serve(answering, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.GuardReply{OK: true})
 	})
@@ -843,7 +833,7 @@ func TestReleaseWaitsWhileACoGuardianDecidesReroute(t *testing.T) {
 			lines := newLogLines()
 			bf := startGuardian(t, lines)
 			f := newFakeHolder(t, bf, api.GuardReply{OK: true}) // still holds the step
-			p := listeningHost(t)
+			p := p2ptest.Host(t)
 			primary := peerRef(p)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
