@@ -297,7 +297,9 @@ func (n *Node) process(ctx context.Context, s *heldSlot) {
 func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool {
 	p := rec.Pack
 	n.running.Add(1)
+	start := time.Now()
 	out, trace, err := n.execute(ctx, p)
+	took := time.Since(start)
 	n.running.Add(-1)
 	n.ev.Emit(stepRunEvent(ctx, p, trace, err))
 	for i := range trace {
@@ -310,14 +312,15 @@ func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool 
 		}
 		return false
 	}
-	ran := held.Ran{OK: err == nil, Output: out, Trace: trace}
+	ran := held.Ran{OK: err == nil, Output: out, Trace: trace, Took: took}
 	if err != nil {
 		ran.Error = err.Error()
 	} else {
 		n.learnFrom(trace)
 	}
-	// The outcome is journaled before anything moves on, so a restart
-	// forwards it instead of running the step again (H4).
+	// The outcome of an at-most-once or a slow step is journaled before
+	// anything moves on, so a restart forwards it instead of running the
+	// step again; a quick one is journaled with its hand-on (H4).
 	n.stepHeldBackground(s, ran)
 	return true
 }

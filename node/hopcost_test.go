@@ -12,6 +12,7 @@ import (
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/node/held"
 )
 
 // TestHopStreams counts, on three real peers, the streams a sequence of
@@ -24,26 +25,7 @@ import (
 // only the completion's trace).
 func TestHopStreams(t *testing.T) {
 	const steps = 24
-	network := "hop-" + filepath.Base(t.TempDir())
-	var nodes []api.NodeFile
-	for i := range 3 {
-		services := "version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\nservices:\n  slow: {kind: sleep, duration: 3s}\n"
-		if i == 0 {
-			services = "version: 1\nservices:\n  unused: {kind: echo}\n"
-		}
-		cfg := testConfig(t, node.TestnetConfig(), services)
-		cfg.Network = network
-		cfg.Zone = fmt.Sprintf("z%d", i)
-		cfg.HTTP = "127.0.0.1:0"
-		if i > 0 {
-			cfg.Bootstrap = nodes[0].Addrs
-		}
-		nf, _ := runNode(t, cfg)
-		nodes = append(nodes, nf)
-	}
-	for _, nf := range nodes {
-		waitPeers(t, nf, len(nodes))
-	}
+	nodes := hopMesh(t)
 	var src strings.Builder
 	for i := range steps {
 		fmt.Fprintf(&src, "S%d ", i)
@@ -96,4 +78,84 @@ func TestHopStreams(t *testing.T) {
 	if beats > steps/3 {
 		t.Errorf("%v beat streams for %d steps: beat streams were not kept for the next step's guardians", beats, steps+1)
 	}
+}
+
+// hopMesh starts three real peers on loopback and waits until each sees
+// the others: node 0 (the origin of the tests' workflows) runs no step,
+// nodes 1 and 2 run "S*" (echo), "T*" (a sleep of twice held.RerunCost)
+// and slow (a 3 s sleep).
+func hopMesh(t *testing.T) []api.NodeFile {
+	network := "hop-" + filepath.Base(t.TempDir())
+	var nodes []api.NodeFile
+	for i := range 3 {
+		services := fmt.Sprintf("version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\n  - {match: \"T*\", kind: sleep, duration: %s}\nservices:\n  slow: {kind: sleep, duration: 3s}\n", 2*held.RerunCost)
+		if i == 0 {
+			services = "version: 1\nservices:\n  unused: {kind: echo}\n"
+		}
+		cfg := testConfig(t, node.TestnetConfig(), services)
+		cfg.Network = network
+		cfg.Zone = fmt.Sprintf("z%d", i)
+		cfg.HTTP = "127.0.0.1:0"
+		if i > 0 {
+			cfg.Bootstrap = nodes[0].Addrs
+		}
+		nf, _ := runNode(t, cfg)
+		nodes = append(nodes, nf)
+	}
+	for _, nf := range nodes {
+		waitPeers(t, nf, len(nodes))
+	}
+	return nodes
+}
+
+// TestQuickStepJournaledWithItsHandOn counts, on three real peers, the
+// journal commits of a sequence of quick steps and of a sequence of steps
+// that run for longer than held.RerunCost (held H4, issue 14): the outcome
+// of a step that took that long is journaled before it is handed on, one
+// commit more a step; a quick step's outcome goes into its hand-on's
+// write.
+func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
+	const steps = 20
+	nodes := hopMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	commits := func(prefix string) float64 {
+		var src strings.Builder
+		for i := range steps {
+			fmt.Fprintf(&src, "%s%d ", prefix, i)
+		}
+		before := journalWrites(t, nodes)
+		st, err := cl.Submit(ctx, "quick.bedwe", src.String(), json.RawMessage(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		final, err := cl.Wait(ctx, st.ID, 50*time.Millisecond, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final.State != api.StateSucceeded || final.StepsDone != steps {
+			t.Fatalf("workflow %s, %d steps done: %s", final.State, final.StepsDone, final.Error)
+		}
+		return journalWrites(t, nodes) - before
+	}
+	quick := commits("S")
+	slow := commits("T")
+	t.Logf("%d steps: %v journal commits quick, %v slow", steps, quick, slow)
+	// One more a step, give or take a guardian's write more or less.
+	if slow-quick < steps/2 {
+		t.Errorf("the slow sequence made %v journal commits and the quick one %v: want about one more per step (%d): "+
+			"a quick step's outcome was journaled before its hand-on, or a slow one's was not", slow, quick, steps)
+	}
+}
+
+// journalWrites is the number of journal commits the nodes counted (one
+// write or a shared batch commit each).
+func journalWrites(t *testing.T, nodes []api.NodeFile) float64 {
+	return scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="update"}`) +
+		scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="batch"}`)
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bedwe/bedwe/pack"
 )
@@ -126,6 +127,21 @@ func Int(t testing.TB, args map[string]string, k string, def int) int {
 		t.Fatalf("%s=%q: %v", k, v, err)
 	}
 	return n
+}
+
+// Duration reads the duration argument k of args (0 when absent),
+// failing the test when it is not one.
+func Duration(t testing.TB, args map[string]string, k string) time.Duration {
+	t.Helper()
+	v, ok := args[k]
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, v, err)
+	}
+	return d
 }
 
 // List reads a comma-separated list (nil when empty).

@@ -19,15 +19,27 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 // rewrites them after a deliberate rule change.
 func TestScripts(t *testing.T) {
 	script.RunAll(t, *update, func(t *testing.T) func(string) []string {
-		var h *Holder
-		return func(cmd string) []string { return apply(t, &h, cmd) }
+		var m machine
+		return func(cmd string) []string { return apply(t, &m, cmd) }
 	})
 }
 
-// record is a held pack of the two-step workflow "a b" at attempt; its
-// sender is the first guardian.
+// machine is the holder a script drives and what its journal holds: the
+// record as last persisted (nil once dropped), which "restore" reads back
+// as a restarted node would.
+type machine struct {
+	h     *Holder
+	saved *Record
+}
+
+// record is a held pack of the two-step workflow "a b" (with once=true,
+// "a[once=true] b") at attempt; its sender is the first guardian.
 func record(t *testing.T, a map[string]string) Record {
-	w, err := grammar.Parse("t", []byte("a b"))
+	src := "a b"
+	if a["once"] == "true" {
+		src = "a[once=true] b"
+	}
+	w, err := grammar.Parse("t", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,18 +53,21 @@ func record(t *testing.T, a map[string]string) Record {
 }
 
 // apply runs one command and renders what the machine said and its state.
-func apply(t *testing.T, hp **Holder, cmd string) []string {
+func apply(t *testing.T, m *machine, cmd string) []string {
 	fields := strings.Fields(cmd)
 	a := script.Args(fields[1:])
 	var ev Event
 	switch fields[0] {
 	case "accept":
-		*hp = Accept("self", record(t, a))
+		m.h, m.saved = Accept("self", record(t, a)), nil
 		ev = Accepted{}
 	case "restore":
-		rec := (*hp).rec
-		*hp = Restore("self", rec)
-		return []string{state(*hp)}
+		// A restart reads back what was journaled, not what was in memory.
+		if m.saved == nil {
+			t.Fatalf("restore: nothing journaled")
+		}
+		m.h = Restore("self", *m.saved)
+		return []string{state(m.h)}
 	case "backups":
 		ev = BackupsRecruited{Peers: script.Peers(a["peers"]), Refused: script.Peers(a["refused"])}
 	case "settled":
@@ -64,7 +79,7 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 		ev = Owners{Superseded: a["superseded"] == "true", Released: a["released"] == "true", Ended: a["ended"] == "true",
 			Answered: a["answered"] == "true", GiveUp: a["give-up"] == "true"}
 	case "ran":
-		ev = Ran{OK: a["ok"] != "false", Output: []byte(`{"x":1}`), Error: a["error"]}
+		ev = Ran{OK: a["ok"] != "false", Output: []byte(`{"x":1}`), Error: a["error"], Took: script.Duration(t, a, "took")}
 	case "stopped":
 		ev = Stopped{Cancelled: a["cancelled"] == "true"}
 	case "start-forwarding":
@@ -82,9 +97,15 @@ func apply(t *testing.T, hp **Holder, cmd string) []string {
 	default:
 		t.Fatalf("unknown command %q", fields[0])
 	}
-	h := *hp
-	r := h.Step(ev)
-	return []string{ready(r), state(h)}
+	r := m.h.Step(ev)
+	switch r.Persist {
+	case PersistSave:
+		saved := m.h.rec.clone()
+		m.saved = &saved
+	case PersistDrop:
+		m.saved = nil
+	}
+	return []string{ready(r), state(m.h)}
 }
 
 func ids(ps []pack.Peer) string {
