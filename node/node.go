@@ -89,8 +89,10 @@
 //     another peer can run it (withJoinHolders). Two receivers of one
 //     attempt that each got one guardian's copy first do not end up named
 //     each at the other's copy for ever (node/guard G14: of the two, only
-//     the greater peer ID gives way). Tests:
-//     TestJoinCopiesPlacement, node/guard/testdata/release.txt (G14);
+//     the greater peer ID gives way; node/join J11 the same for two
+//     receivers of a join's continuation or of a branch start). Tests:
+//     TestJoinCopiesPlacement, node/guard/testdata/release.txt (G14),
+//     node/join/testdata/swap.txt (J11);
 //     scenarios join-and-branch, pair-random, zone-plus-one, flapping-link
 //     (completed + refused at-most-once == submitted).
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join

@@ -117,6 +117,18 @@
 //     the newer actor's continuation through, as J7 says. The node adds
 //     that a sender whose copy of the join knows a newer actor stops
 //     handing on the old actor's continuation (continuationSuperseded).
+//   - J11 (two refused takers do not swap): two receivers of one
+//     continuation (or two holders of one branch start) that each reached
+//     one copy first are each refused at the other's copy, and each gives
+//     way where it was recorded (J8, J6): the copies would swap names, and
+//     every later try would be refused again — the guard copies' race of
+//     G14 (node/guard), which lost a workflow in the sixteenth session. A
+//     copy that refused the peer it is asked to record instead (a swap in
+//     the making) applies the yield only if the yielding peer's ID is the
+//     greater: of the two, exactly one gives way, and every copy names the
+//     smaller. A yield toward a peer this copy never refused applies as
+//     before. The refusals are kept in memory only: after a restart a
+//     yield applies as before J11 (testdata/swap.txt).
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -287,6 +299,37 @@ func (s Start) Token() Token { return Token{Epoch: s.Epoch, Actor: s.Actor} }
 // Join is one copy of a join and its rules.
 type Join struct {
 	rec Record
+	// refused are the second receivers of a continuation and second
+	// holders of a branch start this copy refused (RefuseTaken, J6/J8),
+	// for J11. Not persisted: after a restart a yield applies as before.
+	refused []refusal
+}
+
+// refusal is a peer refused as the second taker of the continuation
+// (branch continuationBranch, attempt the actor's epoch) or of a branch
+// start at attempt.
+type refusal struct {
+	branch, attempt int
+	peer            string
+}
+
+// continuationBranch marks a refusal of the continuation's receiver.
+const continuationBranch = -1
+
+// refuse remembers that peer was refused as the second taker (J11).
+func (j *Join) refuse(branch, attempt int, peer string) {
+	r := refusal{branch: branch, attempt: attempt, peer: peer}
+	if !slices.Contains(j.refused, r) {
+		j.refused = append(j.refused, r)
+	}
+}
+
+// keepsFirst reports whether a yield of yielding to by is one half of a
+// swap (J11): this copy refused by, which gives way at the copies that
+// recorded it just as yielding does here, and only the greater peer ID of
+// the two gives way.
+func (j *Join) keepsFirst(branch, attempt int, yielding, by string) bool {
+	return slices.Contains(j.refused, refusal{branch: branch, attempt: attempt, peer: by}) && yielding < by
 }
 
 // New returns the primary copy of a new join. rec must carry the fields
@@ -302,7 +345,7 @@ func New(rec Record, self pack.Peer) *Join {
 // Clone returns an independent copy: the node steps a clone, persists its
 // record, and only then keeps it, so a failed write leaves the copy as it
 // was.
-func (j *Join) Clone() *Join { return &Join{rec: j.Record()} }
+func (j *Join) Clone() *Join { return &Join{rec: j.Record(), refused: slices.Clone(j.refused)} }
 
 // Actor is the copy this one believes acts.
 func (j *Join) Actor() pack.Peer { return j.rec.Actor }
@@ -745,6 +788,9 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		mine := j.Token()
 		if ev.Yield != "" {
 			if j.rec.Phase == PhaseForwarded && ev.Token == mine && j.rec.ForwardedBy == ev.Yield && ev.By != "" {
+				if j.keepsFirst(continuationBranch, ev.Token.Epoch, ev.Yield, ev.By) {
+					return none() // J11: the other receiver gives way
+				}
 				j.rec.ForwardedBy = ev.By
 				r := none()
 				r.Persist = true
@@ -780,6 +826,7 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 				r.Persist = true
 				return r
 			}
+			j.refuse(continuationBranch, ev.Token.Epoch, ev.By)
 			return Ready{Ack: Ack{Refusal: RefuseTaken, TakenBy: j.rec.ForwardedBy, Error: fmt.Sprintf(
 				"join %s: the continuation of the actor at epoch %d was taken by another peer first", j.rec.ID, ev.Token.Epoch)}}
 		}
@@ -853,6 +900,9 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 		old, started := j.rec.Started[ev.Branch]
 		if ev.Yield != "" {
 			if started && old.Token() == ev.Token && old.Attempt == ev.Attempt && old.Holder.ID == ev.Yield && ev.Holder.ID != "" {
+				if j.keepsFirst(ev.Branch, ev.Attempt, ev.Yield, ev.Holder.ID) {
+					return none() // J11: the other holder gives way
+				}
 				old.Holder = ev.Holder
 				j.rec.Started[ev.Branch] = old
 				r := none()
@@ -871,6 +921,7 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			// J6: the same start taken by a second holder (the actor's
 			// hand-off to the first timed out after the first took it):
 			// refused, naming the first, to whom the actor hands it again.
+			j.refuse(ev.Branch, ev.Attempt, ev.Holder.ID)
 			return Ready{Ack: Ack{Refusal: RefuseTaken, TakenBy: old.Holder.ID, Error: fmt.Sprintf(
 				"join %s: branch %d attempt %d was taken by another peer first", j.rec.ID, ev.Branch, ev.Attempt)}}
 		}
