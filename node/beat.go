@@ -480,7 +480,7 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 	for _, c := range copies {
 		var rep api.GuardReply
 		msg := api.HeldAddWatcher{Key: c.key, Attempt: c.attempt, Watcher: self}
-		if err := rpc.CallCBOR(ctx, n.host, holder, msg.Protocol(), msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
+		if err := n.calls.CallCBOR(ctx, holder, msg.Protocol(), msg, &rep, n.cfg.StreamTimeout); err != nil || !rep.OK {
 			n.log.Debug("reconcile with holder", "peer", rpc.ShortID(holder), "key", c.key, "err", err, "reply", rep.Error)
 			return
 		}

@@ -31,10 +31,10 @@ var errCancelled = errors.New("cancelled")
 
 func (n *Node) registerProtocols() {
 	to := n.cfg.StreamTimeout
-	rpc.Serve(n.host, api.ProtoHandoff, n.limits.MaxBytes, to, n.handleHandoff)
-	rpc.Serve(n.host, api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
-	rpc.Serve(n.host, api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
-	rpc.Serve(n.host, api.ProtoOriginProgress, api.MaxControlFrame, to, n.handleProgress)
+	n.calls.Serve(api.ProtoHandoff, n.limits.MaxBytes, to, n.handleHandoff)
+	n.calls.Serve(api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
+	n.calls.Serve(api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
+	n.calls.Serve(api.ProtoOriginProgress, api.MaxControlFrame, to, n.handleProgress)
 	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
 	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
@@ -785,7 +785,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			continue
 		}
 		seen := n.pres.version(target)
-		raw, err := rpc.Call(ctx, n.host, target, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
+		raw, err := n.calls.Call(ctx, target, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
 		var ack api.Ack
 		if err == nil {
 			err = rpc.Dec.Unmarshal(raw, &ack)
@@ -883,7 +883,7 @@ func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (ha
 			if data, err = pack.Encode(p); err != nil {
 				return handedOff{}, fmt.Errorf("encode pack: %w", err)
 			}
-			raw, err = rpc.Call(ctx, n.host, first, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
+			raw, err = n.calls.Call(ctx, first, api.ProtoHandoff, data, api.MaxControlFrame, n.cfg.StreamTimeout)
 			if err == nil {
 				err = rpc.Dec.Unmarshal(raw, &ack)
 			}
@@ -1163,7 +1163,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 			}
 			n.learnAddrs(id, h.Addrs)
 			var ack api.Ack
-			if err := rpc.CallCBOR(ctx, n.host, id, proto, msg, &ack, n.cfg.StreamTimeout); err != nil {
+			if err := n.calls.CallCBOR(ctx, id, proto, msg, &ack, n.cfg.StreamTimeout); err != nil {
 				lastErr = err
 				continue
 			}

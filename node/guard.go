@@ -1077,7 +1077,7 @@ func decodeGuard[T api.GuardRequest](raw []byte) (api.GuardRequest, error) {
 // serveGuard registers one handler per reliability protocol.
 func (n *Node) serveGuard() {
 	for proto, decode := range guardDecoders {
-		rpc.Serve(n.host, proto, api.MaxControlFrame, n.cfg.StreamTimeout, func(_ context.Context, from peer.ID, req []byte) []byte {
+		n.calls.Serve(proto, api.MaxControlFrame, n.cfg.StreamTimeout, func(_ context.Context, from peer.ID, req []byte) []byte {
 			m, err := decode(req)
 			if err != nil {
 				return rpc.MustCBOR(api.GuardReply{Error: fmt.Sprintf("bad %s request: %v", proto, err)})

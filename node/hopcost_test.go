@@ -59,11 +59,13 @@ func TestHopStreams(t *testing.T) {
 		t.Errorf("the origin never counted the %d steps before slow while slow ran: progress reports did not arrive", steps)
 	}
 
-	progress := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoOriginProgress+`"}`)
-	origin := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoOrigin+`"}`)
+	// Reports are requests whether on a stream of their own or on a
+	// shared session (rpc.Mux).
+	progress := requestsServed(t, nodes, api.ProtoOriginProgress)
+	origin := requestsServed(t, nodes, api.ProtoOrigin)
 	beats := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeat+`"}`)
-	handoffs := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoHandoff+`"}`)
-	t.Logf("%d steps: %v hand-off, %v progress, %v origin, %v beat streams", steps+1, handoffs, progress, origin, beats)
+	handoffs := requestsServed(t, nodes, api.ProtoHandoff)
+	t.Logf("%d steps: %v hand-off, %v progress, %v origin requests, %v beat streams", steps+1, handoffs, progress, origin, beats)
 	// One stream per report would be steps+1; batches of 250 ms over a
 	// sequence that takes well under that per step are far fewer.
 	if progress+origin > steps/2 {
@@ -158,4 +160,11 @@ func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
 func journalWrites(t *testing.T, nodes []api.NodeFile) float64 {
 	return scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="update"}`) +
 		scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="batch"}`)
+}
+
+// requestsServed is the number of proto requests the nodes served, on
+// streams of their own or on shared sessions (rpc.Mux).
+func requestsServed(t *testing.T, nodes []api.NodeFile, proto string) float64 {
+	return scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+proto+`"}`) +
+		scrapeSum(t, nodes, `bedwe_mux_requests_served_total{protocol="`+proto+`"}`)
 }

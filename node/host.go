@@ -58,6 +58,10 @@ func (n *Node) startHost(ctx context.Context) error {
 	// gated host: non-members may speak only the client protocol.
 	h := &gatedHost{Host: raw, n: n}
 	n.host = h
+	// Requests between members share one stream per pair of peers (the
+	// session is opened through the gated host, so only members have
+	// one); each request is admitted as a stream of its own would be.
+	n.calls = rpc.NewMux(h, muxLinger, n.admitRequest)
 	gossip, err := n.cfg.Gossip.PubsubOptions()
 	if err != nil {
 		h.Close()
@@ -372,6 +376,31 @@ func (n *Node) gateStream(pid protocol.ID, handler network.StreamHandler) networ
 		}
 		handler(s)
 	}
+}
+
+// muxLinger is how long a request session with a peer is kept after its
+// last request (as beat streams are, beatLinger).
+const muxLinger = 15 * time.Second
+
+// admitRequest is gateStream for a request a member sent on a session
+// (rpc.Mux): counted by protocol, refused if it is a client request
+// (clients open streams of their own) or a hand-off over the sender's
+// rate limit. The session itself passed the membership check.
+func (n *Node) admitRequest(proto string, from peer.ID) bool {
+	if n.metrics != nil {
+		n.metrics.muxRequests.WithLabelValues(proto).Inc()
+	}
+	switch proto {
+	case api.ProtoClient:
+		return false
+	case api.ProtoHandoff:
+		if !n.handoffRate.Allow(from) {
+			n.log.Warn("hand-off refused: the peer exceeds its rate limit", "peer", rpc.ShortID(from),
+				"per_second", n.cfg.Limits.Handoffs.PerSecond, "burst", n.cfg.Limits.Handoffs.Burst)
+			return false
+		}
+	}
+	return true
 }
 
 // authorizeClient says whether from may make a client request op: members

@@ -19,6 +19,7 @@ import (
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/origin"
+	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 	"github.com/bedwe/bedwe/schedule"
 )
@@ -47,6 +48,7 @@ import (
 //	origin_completions_total{result}      workflow ends recorded or stale
 //	journal_write_duration_seconds{op}    journal commits with fsync (histogram)
 //	streams_served_total{protocol}        streams a peer opened to this node, by protocol
+//	mux_requests_served_total{protocol}   requests members sent on a shared session, by protocol
 //	steps_running                         steps executing or waiting for a slot (the gossiped queue)
 //	steps_queued                          accepted steps waiting for an execution slot
 //	step_slots_free                       free execution slots (of --max-concurrent)
@@ -77,6 +79,7 @@ type metrics struct {
 	completions    *prometheus.CounterVec
 	journalWrites  *prometheus.HistogramVec
 	streamsServed  *prometheus.CounterVec
+	muxRequests    *prometheus.CounterVec
 }
 
 // newMetrics makes the registry and registers everything but the node's
@@ -135,12 +138,16 @@ func newMetrics() *metrics {
 			Help:    "Journal writes, commit and fsync included, by op: update (one write) or batch (a shared commit).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"op"}),
+		muxRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bedwe_mux_requests_served_total",
+			Help: "Requests members sent this node on a shared session (" + rpc.ProtoMux + "), by protocol: each would be a stream of its own without it (bedwe_streams_served_total counts those).",
+		}, []string{"protocol"}),
 		streamsServed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bedwe_streams_served_total",
 			Help: "Streams a peer (or a client) opened to this node, by protocol ID, counted before the membership gate: what a hop costs in streams (bedwe bench's overhead experiment reads it).",
 		}, []string{"protocol"}),
 	}
-	reg.MustRegister(m.streamsServed, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
+	reg.MustRegister(m.streamsServed, m.muxRequests, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
 		m.suspicions, m.spared, m.joinTakeovers, m.deliveries, m.completions, m.journalWrites)
 	// Series that exist from the start, so a rate() sees the first one.
 	for _, o := range []string{events.OutcomeOK, events.OutcomeRefused, events.OutcomeError} {

@@ -185,6 +185,7 @@ import (
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/member"
+	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
 	"github.com/bedwe/bedwe/schedule"
@@ -198,6 +199,7 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	host     host.Host
+	calls    *rpc.Mux // requests to and from peers (one session per peer)
 	ps       *pubsub.PubSub
 	pres     *presence
 	journal  *journal.Journal
@@ -386,6 +388,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 		return err
 	}
 	defer n.host.Close()
+	defer n.calls.Close()
 
 	if n.cfg.EventsFile != "" || n.metrics != nil {
 		var observe func(events.Event)

@@ -203,7 +203,7 @@ func (p *presence) run(ctx context.Context) {
 		p.n.log.Error("subscribe to presence", "err", err)
 		return
 	}
-	rpc.Serve(p.n.host, api.ProtoPresenceHello, maxPresenceBytes, p.n.cfg.StreamTimeout, p.serveHello)
+	p.n.calls.Serve(api.ProtoPresenceHello, maxPresenceBytes, p.n.cfg.StreamTimeout, p.serveHello)
 	go p.announceLoop(ctx)
 	p.n.spawn(p.fileLoop)
 	p.watchConns(ctx)
@@ -301,7 +301,7 @@ func (p *presence) greet(id peer.ID) {
 		if err != nil {
 			return
 		}
-		if _, err := rpc.Call(ctx, p.n.host, id, api.ProtoPresenceHello, data, 16, p.n.cfg.StreamTimeout); err != nil {
+		if _, err := p.n.calls.Call(ctx, id, api.ProtoPresenceHello, data, 16, p.n.cfg.StreamTimeout); err != nil {
 			p.n.log.Debug("could not greet a newcomer", "peer", rpc.ShortID(id), "err", err)
 		}
 	})

@@ -126,7 +126,7 @@ func (n *Node) sendProgress(ctx context.Context, b *progressBatch) {
 		}
 		n.learnAddrs(id, o.Addrs)
 		var ack api.Ack
-		if err := rpc.CallCBOR(ctx, n.host, id, api.ProtoOriginProgress, msg, &ack, 2*time.Second); err == nil && ack.OK {
+		if err := n.calls.CallCBOR(ctx, id, api.ProtoOriginProgress, msg, &ack, 2*time.Second); err == nil && ack.OK {
 			return
 		}
 	}

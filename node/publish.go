@@ -117,7 +117,7 @@ func (n *Node) startScheduleTopic() error {
 	if err != nil {
 		return fmt.Errorf("node: subscribe to timetable topic: %w", err)
 	}
-	rpc.Serve(n.host, api.ProtoSchedule, 4<<10, n.cfg.StreamTimeout, n.handleSchedulePull)
+	n.calls.Serve(api.ProtoSchedule, 4<<10, n.cfg.StreamTimeout, n.handleSchedulePull)
 	// Tracked, so nothing is persisted after Run returned.
 	n.spawn(func(ctx context.Context) {
 		for {
@@ -333,7 +333,7 @@ func (n *Node) pullSchedule(ctx context.Context, from peer.ID) time.Duration {
 		have = cur.IssuedAt.UnixNano()
 	}
 	// The answer is bounded by the largest envelope a verifier accepts.
-	raw, err := rpc.Call(ctx, n.host, from, api.ProtoSchedule, rpc.MustCBOR(api.ScheduleRequest{Have: have}),
+	raw, err := n.calls.Call(ctx, from, api.ProtoSchedule, rpc.MustCBOR(api.ScheduleRequest{Have: have}),
 		schedule.MaxSignedSize+1024, n.cfg.StreamTimeout)
 	if err != nil {
 		n.log.Debug("fetch timetable", "peer", rpc.ShortID(from), "err", err)

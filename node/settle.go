@@ -522,7 +522,7 @@ func (n *Node) guardCallErr(ctx context.Context, to pack.Peer, m api.GuardReques
 	}
 	n.learnAddrs(id, to.Addrs)
 	var rep api.GuardReply
-	if err := rpc.CallCBOR(ctx, n.host, id, m.Protocol(), m, &rep, d); err != nil {
+	if err := n.calls.CallCBOR(ctx, id, m.Protocol(), m, &rep, d); err != nil {
 		return api.GuardReply{}, err
 	}
 	return rep, nil

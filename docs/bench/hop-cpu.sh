@@ -9,8 +9,10 @@
 # and prints wall time, CPU per step net of idle (utime+stime from /proc)
 # and, from every node's /metrics, the journal commits and the streams
 # served by protocol per step (bedwe_streams_served_total; none on nodes
-# older than the sixteenth session). With PROFILE_PREFIX it also saves a
-# 20 s CPU profile of every node (BEDWE_TESTNET_PPROF) as
+# older than the sixteenth session) and the requests served on shared
+# sessions (bedwe_mux_requests_served_total, seventeenth session). With
+# PROFILE_PREFIX it also saves a 20 s CPU profile of every node
+# (BEDWE_TESTNET_PPROF) as
 # PREFIX.node-I.pprof. Run it on an otherwise quiet machine and alternate
 # the binaries being compared (docs/bench/notes.md).
 set -euo pipefail
@@ -37,8 +39,11 @@ for f in glob.glob(sys.argv[1] + "/node-*/node.json"):
         continue
     for line in txt.splitlines():
         m = re.match(r'bedwe_streams_served_total\{protocol="([^"]+)"\} (\S+)', line)
+        r = re.match(r'bedwe_mux_requests_served_total\{protocol="([^"]+)"\} (\S+)', line)
         if m:
             tot["streams " + m.group(1)] = tot.get("streams " + m.group(1), 0) + float(m.group(2))
+        elif r:
+            tot["mux requests " + r.group(1)] = tot.get("mux requests " + r.group(1), 0) + float(r.group(2))
         elif line.startswith("bedwe_journal_write_duration_seconds_count"):
             tot["journal commits"] = tot.get("journal commits", 0) + float(line.split()[-1])
 print(json.dumps(tot))

@@ -1,0 +1,497 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/multiformats/go-multistream"
+	"github.com/multiformats/go-varint"
+
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/pack"
+)
+
+// ProtoMux carries many requests of the other protocols over one
+// long-lived stream per pair of peers (Mux).
+const ProtoMux = "/bedwe/rpc/1.0.0"
+
+// Mux sends requests to a peer over one long-lived stream instead of a
+// stream per request, and serves the requests peers send it that way
+// (issue 14: opening, negotiating and closing a stream per request was a
+// fifth of a node's CPU on a hop, in frames, TLS records and syscalls).
+// Each request has its own deadline and answer as with Call; what changes
+// is the framing:
+//
+//	request:  frame(uvarint id, uvarint len(protocol), protocol, payload)
+//	response: frame(uvarint id, status byte, payload)
+//
+// A peer that does not speak ProtoMux (older, or a test's bare host) is
+// called with Call, one stream per request. Payloads over MaxMuxPayload
+// take their own stream too, so a large pack never holds up the small
+// requests behind it. A session unused for Linger is closed; a broken one
+// fails the requests in flight (their outcome is unknown, as with a reset
+// stream) and the next request opens another.
+type Mux struct {
+	h      host.Host
+	linger time.Duration
+	// Admit, if set, is asked for every request a peer sends on a session
+	// (the node's membership check and hand-off rate limit); false
+	// refuses it as a reset stream would.
+	admit func(proto string, from peer.ID) bool
+
+	mu       sync.Mutex
+	handlers map[string]muxHandler
+	sessions map[peer.ID]*muxSession
+	plain    map[peer.ID]time.Time // peers that refused ProtoMux, until then
+	closed   bool
+}
+
+// MaxMuxPayload is the largest request a session carries; a larger one
+// takes its own stream. Answers may be as large as on a stream. A pack
+// grows by its trace along a sequence (~40 KiB after 200 steps), and its
+// hand-off and guard copy should still share the session; a frame this
+// large holds the session's later frames up no longer than the
+// connection's bytes would anyway.
+const MaxMuxPayload = 1 << 20
+
+// muxMaxConcurrent bounds the requests of one session a server runs at
+// once; more wait unread (the sender's flow control holds them back).
+const muxMaxConcurrent = 256
+
+// plainFor is how long a peer that refused ProtoMux is called with a
+// stream per request before it is asked again.
+const plainFor = time.Minute
+
+type muxHandler struct {
+	maxReq  int
+	timeout time.Duration
+	fn      HandlerFunc
+}
+
+// Response status bytes.
+const (
+	muxOK    byte = 0
+	muxReset byte = 1 // refused, unknown protocol or no answer: as a reset stream
+)
+
+// errNotSent: the session closed before the request was written, so it
+// can go on another.
+var errNotSent = errors.New("session closed before the request was sent")
+
+// NewMux serves ProtoMux on h (register it before peers connect) and
+// returns the mux for h's requests. admit may be nil. Close stops it.
+func NewMux(h host.Host, linger time.Duration, admit func(proto string, from peer.ID) bool) *Mux {
+	m := &Mux{h: h, linger: linger, admit: admit, handlers: map[string]muxHandler{},
+		sessions: map[peer.ID]*muxSession{}, plain: map[peer.ID]time.Time{}}
+	h.SetStreamHandler(protocol.ID(ProtoMux), m.serveSession)
+	return m
+}
+
+// Serve registers fn for proto, both on a stream of its own (Serve) and on
+// sessions.
+func (m *Mux) Serve(proto string, maxReq int, timeout time.Duration, fn HandlerFunc) {
+	m.mu.Lock()
+	m.handlers[proto] = muxHandler{maxReq: maxReq, timeout: timeout, fn: fn}
+	m.mu.Unlock()
+	Serve(m.h, proto, maxReq, timeout, fn)
+}
+
+// Close ends every session.
+func (m *Mux) Close() {
+	m.mu.Lock()
+	m.closed = true
+	ss := make([]*muxSession, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	for _, s := range ss {
+		s.fail(errors.New("rpc mux closed"))
+	}
+}
+
+// Call sends payload to p on proto and returns the answer, as Call does:
+// on the session with p when p speaks ProtoMux, else on a stream of its
+// own.
+func (m *Mux) Call(ctx context.Context, p peer.ID, proto string, payload []byte, maxResp int, timeout time.Duration) ([]byte, error) {
+	if len(payload) > MaxMuxPayload || m.callsPlain(p) {
+		return Call(ctx, m.h, p, proto, payload, maxResp, timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		s, err := m.session(ctx, p)
+		if err == nil {
+			var resp []byte
+			resp, err = s.call(ctx, proto, payload, maxResp)
+			if errors.Is(err, errNotSent) && ctx.Err() == nil {
+				continue // the session closed (idle or broken) before this request was sent
+			}
+			if err == nil {
+				return resp, nil
+			}
+		}
+		if errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+			// Nothing reached a handler: the peer refused the protocol.
+			m.mu.Lock()
+			m.plain[p] = time.Now().Add(plainFor)
+			m.mu.Unlock()
+			return Call(ctx, m.h, p, proto, payload, maxResp, timeout)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s to %s: no answer within %s: %w", proto, ShortID(p), timeout, ctx.Err())
+		}
+		return nil, fmt.Errorf("%s to %s on %s: %w", proto, ShortID(p), ProtoMux, err)
+	}
+}
+
+// CallCBOR is Call with CBOR-encoded request and response values.
+func (m *Mux) CallCBOR(ctx context.Context, p peer.ID, proto string, req, resp any, timeout time.Duration) error {
+	payload, err := Enc.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode %s request: %w", proto, err)
+	}
+	raw, err := m.Call(ctx, p, proto, payload, api.MaxControlFrame, timeout)
+	if err != nil {
+		return err
+	}
+	if err := Dec.Unmarshal(raw, resp); err != nil {
+		return fmt.Errorf("decode %s answer from %s: %w", proto, ShortID(p), err)
+	}
+	return nil
+}
+
+func (m *Mux) callsPlain(p peer.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.plain[p]
+	if ok && time.Now().After(until) {
+		delete(m.plain, p)
+		return false
+	}
+	return ok
+}
+
+// session returns the open session with p, opening one if there is none;
+// requests that find it opening wait for it (one stream, not one each).
+func (m *Mux) session(ctx context.Context, p peer.ID) (*muxSession, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("rpc mux closed")
+	}
+	s := m.sessions[p]
+	if s != nil && s.closedConn() {
+		delete(m.sessions, p)
+		m.mu.Unlock()
+		s.fail(fmt.Errorf("connection to %s closed", ShortID(p)))
+		m.mu.Lock()
+		s = m.sessions[p]
+	}
+	if s == nil {
+		s = &muxSession{m: m, peer: p, ready: make(chan struct{}), pending: map[uint64]chan muxAnswer{}, lastUsed: time.Now()}
+		m.sessions[p] = s
+		m.mu.Unlock()
+		s.open(ctx)
+	} else {
+		m.mu.Unlock()
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s.openErr != nil {
+		return nil, s.openErr
+	}
+	return s, nil
+}
+
+// closedConn reports whether the session's stream is open on a connection
+// that has closed since.
+func (s *muxSession) closedConn() bool {
+	select {
+	case <-s.ready:
+	default:
+		return false // opening
+	}
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	return st != nil && st.Conn().IsClosed()
+}
+
+// open opens the session's stream (the first request's context bounds
+// it) and starts its loops, or drops the session if it cannot.
+func (s *muxSession) open(ctx context.Context) {
+	defer close(s.ready)
+	st, err := s.m.h.NewStream(network.WithAllowLimitedConn(ctx, ProtoMux), s.peer, protocol.ID(ProtoMux))
+	s.mu.Lock()
+	if err != nil {
+		s.openErr, s.err = err, errNotSent
+	} else if s.err != nil {
+		_ = st.Reset() // the mux closed while it opened
+		s.openErr = s.err
+		err = s.err
+	}
+	s.st = st
+	s.mu.Unlock()
+	if err != nil {
+		s.m.drop(s)
+		return
+	}
+	go s.readLoop()
+	go s.idleLoop()
+}
+
+func (m *Mux) drop(s *muxSession) {
+	m.mu.Lock()
+	if m.sessions[s.peer] == s {
+		delete(m.sessions, s.peer)
+	}
+	m.mu.Unlock()
+}
+
+// muxSession is the calling side of one session.
+type muxSession struct {
+	m    *Mux
+	peer peer.ID
+	// ready is closed once the stream is open (st set) or could not be
+	// (openErr set); neither changes after.
+	ready   chan struct{}
+	st      network.Stream
+	openErr error
+
+	wmu sync.Mutex // one request frame at a time
+
+	mu       sync.Mutex
+	next     uint64
+	pending  map[uint64]chan muxAnswer
+	lastUsed time.Time
+	lastRead time.Time // the last answer read
+	err      error     // set once broken
+}
+
+type muxAnswer struct {
+	payload []byte
+	err     error
+}
+
+func (s *muxSession) call(ctx context.Context, proto string, payload []byte, maxResp int) ([]byte, error) {
+	ch := make(chan muxAnswer, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil, errNotSent
+	}
+	s.next++
+	id := s.next
+	s.pending[id] = ch
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	defer s.forget(id)
+
+	buf := make([]byte, 0, 2*varint.MaxLenUvarint63+len(proto)+len(payload))
+	buf = append(buf, varint.ToUvarint(id)...)
+	buf = append(buf, varint.ToUvarint(uint64(len(proto)))...)
+	buf = append(buf, proto...)
+	buf = append(buf, payload...)
+	sent := time.Now()
+	s.wmu.Lock()
+	deadline, _ := ctx.Deadline()
+	_ = s.st.SetWriteDeadline(deadline)
+	err := pack.WriteFrame(s.st, buf)
+	s.wmu.Unlock()
+	if err != nil {
+		// A frame may be half written: the session is unusable.
+		s.fail(fmt.Errorf("send on %s session: %w", ProtoMux, err))
+		return nil, err
+	}
+	select {
+	case a := <-ch:
+		if a.err == nil && len(a.payload) > maxResp {
+			return nil, fmt.Errorf("read answer: %w: %d bytes, over the maximum of %d", pack.ErrFrameTooLarge, len(a.payload), maxResp)
+		}
+		return a.payload, a.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		silent := s.lastRead.Before(sent)
+		s.mu.Unlock()
+		if silent {
+			// Nothing came back on the session since this request went
+			// out: its connection may be dead while the peer is reachable
+			// on another (a flapping link). The next request opens a new
+			// stream, on the peer's best connection, as a stream per
+			// request would.
+			s.fail(fmt.Errorf("%s session with %s silent for %s", ProtoMux, ShortID(s.peer), time.Since(sent).Round(time.Millisecond)))
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (s *muxSession) forget(id uint64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// fail breaks the session: every request in flight gets err, and the next
+// request opens another session.
+func (s *muxSession) fail(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	pending := s.pending
+	s.pending = map[uint64]chan muxAnswer{}
+	st := s.st
+	s.mu.Unlock()
+	s.m.drop(s)
+	if st != nil {
+		_ = st.Reset()
+	}
+	for _, ch := range pending {
+		ch <- muxAnswer{err: err}
+	}
+}
+
+func (s *muxSession) readLoop() {
+	r := bufio.NewReader(s.st)
+	for {
+		frame, err := pack.ReadFrame(r, api.MaxControlFrame+varint.MaxLenUvarint63+1)
+		if err != nil {
+			switch {
+			case errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}):
+				// Kept as it is: Call falls back to a stream per request.
+			case errors.Is(err, io.EOF):
+				err = fmt.Errorf("%s session closed by %s: %w", ProtoMux, ShortID(s.peer), io.ErrUnexpectedEOF)
+			default:
+				err = fmt.Errorf("read on %s session: %w", ProtoMux, err)
+			}
+			s.fail(err)
+			return
+		}
+		id, n, err := varint.FromUvarint(frame)
+		if err != nil || n >= len(frame) {
+			s.fail(fmt.Errorf("bad answer frame on %s session from %s", ProtoMux, ShortID(s.peer)))
+			return
+		}
+		status, payload := frame[n], frame[n+1:]
+		a := muxAnswer{payload: payload}
+		if status != muxOK {
+			a = muxAnswer{err: fmt.Errorf("refused or reset by %s", ShortID(s.peer))}
+		}
+		s.mu.Lock()
+		ch := s.pending[id]
+		delete(s.pending, id)
+		s.lastRead = time.Now()
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- a
+		}
+	}
+}
+
+// idleLoop closes the session once no request used it for the mux's
+// linger.
+func (s *muxSession) idleLoop() {
+	t := time.NewTicker(s.m.linger / 3)
+	defer t.Stop()
+	for range t.C {
+		s.mu.Lock()
+		idle := len(s.pending) == 0 && time.Since(s.lastUsed) >= s.m.linger
+		broken := s.err != nil
+		if idle && !broken {
+			s.err = errors.New(ProtoMux + " session closed after it went idle")
+		}
+		s.mu.Unlock()
+		if broken {
+			return
+		}
+		if idle {
+			s.m.drop(s)
+			_ = s.st.Close()
+			return
+		}
+	}
+}
+
+// serveSession answers the requests of one session, each in its own
+// goroutine under its handler's deadline, at most muxMaxConcurrent at once.
+func (m *Mux) serveSession(st network.Stream) {
+	from := st.Conn().RemotePeer()
+	r := bufio.NewReader(st)
+	var wmu sync.Mutex
+	answer := func(id uint64, status byte, payload []byte) {
+		buf := append(varint.ToUvarint(id), status)
+		buf = append(buf, payload...)
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = st.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if err := pack.WriteFrame(st, buf); err != nil {
+			_ = st.Reset()
+		}
+	}
+	slots := make(chan struct{}, muxMaxConcurrent)
+	var running sync.WaitGroup
+	defer func() {
+		running.Wait()
+		_ = st.Close()
+	}()
+	for {
+		// A session the caller no longer uses is closed by it (linger);
+		// one that sends nothing for far longer is given up here.
+		_ = st.SetReadDeadline(time.Now().Add(4*m.linger + time.Minute))
+		frame, err := pack.ReadFrame(r, MaxMuxPayload+2*varint.MaxLenUvarint63+256)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				_ = st.Reset()
+			}
+			return
+		}
+		id, n, err := varint.FromUvarint(frame)
+		if err != nil {
+			_ = st.Reset()
+			return
+		}
+		plen, k, err := varint.FromUvarint(frame[n:])
+		if err != nil || uint64(len(frame)-n-k) < plen {
+			_ = st.Reset()
+			return
+		}
+		proto := string(frame[n+k : n+k+int(plen)])
+		req := frame[n+k+int(plen):]
+		m.mu.Lock()
+		h, ok := m.handlers[proto]
+		m.mu.Unlock()
+		if !ok || len(req) > h.maxReq || (m.admit != nil && !m.admit(proto, from)) {
+			answer(id, muxReset, nil)
+			continue
+		}
+		slots <- struct{}{}
+		running.Add(1)
+		go func() {
+			defer func() { <-slots; running.Done() }()
+			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+			defer cancel()
+			resp := h.fn(ctx, from, req)
+			if resp == nil {
+				answer(id, muxReset, nil)
+				return
+			}
+			answer(id, muxOK, resp)
+		}()
+	}
+}

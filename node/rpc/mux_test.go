@@ -1,0 +1,304 @@
+package rpc_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/bedwe/bedwe/internal/p2ptest"
+	"github.com/bedwe/bedwe/node/rpc"
+)
+
+// countingHost counts the streams its handlers are given, by protocol.
+type countingHost struct {
+	host.Host
+	mu      sync.Mutex
+	streams map[protocol.ID]int
+}
+
+func (h *countingHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
+	h.Host.SetStreamHandler(pid, func(s network.Stream) {
+		h.mu.Lock()
+		h.streams[pid]++
+		h.mu.Unlock()
+		handler(s)
+	})
+}
+
+func (h *countingHost) count(pid string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.streams[protocol.ID(pid)]
+}
+
+// pair is a client host connected to a counting server host.
+func pair(t *testing.T) (client host.Host, server *countingHost) {
+	t.Helper()
+	server = &countingHost{Host: p2ptest.Host(t), streams: map[protocol.ID]int{}}
+	client = p2ptest.Host(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Connect(ctx, peer.AddrInfo{ID: server.ID(), Addrs: server.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return client, server
+}
+
+const echo = "/test/echo/1.0.0"
+
+func serveEcho(m *rpc.Mux, calls *atomic.Int64) {
+	m.Serve(echo, 4<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		calls.Add(1)
+		return append([]byte("echo:"), req...)
+	})
+}
+
+// TestMuxCallsOnOneStream sends many concurrent requests to a peer that
+// speaks the mux: every answer belongs to its request, the server's
+// handler ran once per request, and the requests shared one stream.
+func TestMuxCallsOnOneStream(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	m := rpc.NewMux(client, 15*time.Second, nil)
+	defer m.Close()
+
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := []byte(fmt.Sprintf("request %d", i))
+			resp, err := m.Call(context.Background(), server.ID(), echo, req, 1<<20, 10*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if want := "echo:" + string(req); string(resp) != want {
+				errs <- fmt.Errorf("answer %q to %q", resp, req)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := calls.Load(); got != n {
+		t.Errorf("handler ran %d times for %d requests", got, n)
+	}
+	if got := server.count(rpc.ProtoMux); got != 1 {
+		t.Errorf("%d %s streams for %d requests, want 1", got, rpc.ProtoMux, n)
+	}
+	if got := server.count(echo); got != 0 {
+		t.Errorf("%d %s streams of their own, want none", got, echo)
+	}
+}
+
+// TestMuxFallsBackToStreams calls a peer that serves the protocol only on
+// streams of its own (an older node, or a bare host): every request is
+// answered, one stream each.
+func TestMuxFallsBackToStreams(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	rpc.Serve(server, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		calls.Add(1)
+		return req
+	})
+	m := rpc.NewMux(client, 15*time.Second, nil)
+	defer m.Close()
+	for i := range 3 {
+		resp, err := m.Call(context.Background(), server.ID(), echo, []byte{byte(i)}, 16, 10*time.Second)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if !bytes.Equal(resp, []byte{byte(i)}) {
+			t.Fatalf("call %d: answer %v", i, resp)
+		}
+	}
+	if got, want := server.count(echo), 3; got != want || calls.Load() != 3 {
+		t.Errorf("%d streams and %d handler runs for 3 requests, want %d each", got, calls.Load(), want)
+	}
+}
+
+// TestMuxRequestOutlivesItsDeadline: a request whose handler does not
+// answer in time fails at its deadline; the session goes on serving other
+// requests if answers still come back on it, and is replaced if nothing
+// did (its connection may be dead). A refused request (nil answer, or not
+// admitted) fails as a reset stream would; a payload over MaxMuxPayload
+// takes a stream of its own.
+func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	const slow, refused, closed = "/test/slow/1.0.0", "/test/refused/1.0.0", "/test/closed/1.0.0"
+	sm := rpc.NewMux(server, 15*time.Second, func(proto string, _ peer.ID) bool { return proto != closed })
+	serveEcho(sm, &calls)
+	release := make(chan struct{})
+	defer close(release)
+	sm.Serve(slow, 1<<20, 10*time.Second, func(ctx context.Context, _ peer.ID, req []byte) []byte {
+		<-release
+		return req
+	})
+	sm.Serve(refused, 1<<20, 10*time.Second, func(context.Context, peer.ID, []byte) []byte { return nil })
+	sm.Serve(closed, 1<<20, 10*time.Second, func(context.Context, peer.ID, []byte) []byte { return []byte("x") })
+	m := rpc.NewMux(client, 15*time.Second, nil)
+	defer m.Close()
+	ctx := context.Background()
+
+	// Alone on the session, the slow request hears nothing back: it fails
+	// at its deadline and the session is replaced.
+	start := time.Now()
+	_, err := m.Call(ctx, server.ID(), slow, []byte("x"), 16, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("slow request: %v, want no answer within its deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("slow request failed after %s, its deadline was 300ms", took)
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("after"), 64, 10*time.Second); err != nil {
+		t.Fatalf("request after a timed-out one: %v", err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 2 {
+		t.Errorf("%d sessions after a request that heard nothing back, want 2 (it was replaced)", got)
+	}
+
+	// Beside requests that are answered, a slow one leaves the session be.
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := m.Call(ctx, server.ID(), slow, []byte("x"), 16, time.Second)
+		slowDone <- err
+	}()
+	for {
+		if _, err := m.Call(ctx, server.ID(), echo, []byte("beside"), 64, 10*time.Second); err != nil {
+			t.Fatalf("request beside a slow one: %v", err)
+		}
+		select {
+		case err := <-slowDone:
+			if err == nil {
+				t.Fatal("slow request answered")
+			}
+		default:
+			continue
+		}
+		break
+	}
+	if _, err := m.Call(ctx, server.ID(), refused, []byte("x"), 64, 10*time.Second); err == nil {
+		t.Error("a request its handler answered with nil succeeded")
+	}
+	if _, err := m.Call(ctx, server.ID(), closed, []byte("x"), 64, 10*time.Second); err == nil {
+		t.Error("a request the server does not admit succeeded")
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("still"), 64, 10*time.Second); err != nil {
+		t.Fatalf("request after refused ones: %v", err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 2 {
+		t.Errorf("%d sessions, want 2: a slow request with answers around it, or a refused one, broke the session", got)
+	}
+	big := bytes.Repeat([]byte("b"), rpc.MaxMuxPayload+1)
+	resp, err := m.Call(ctx, server.ID(), echo, big, 2*len(big), 10*time.Second)
+	if err != nil || len(resp) != len(big)+len("echo:") {
+		t.Fatalf("large request: %d bytes, %v", len(resp), err)
+	}
+	if got := server.count(echo); got != 1 {
+		t.Errorf("%d %s streams of their own after one large request, want 1", got, echo)
+	}
+}
+
+// TestMuxSessionEndsWhenIdle: a session nobody used for the linger is
+// closed, and the next request opens another.
+func TestMuxSessionEndsWhenIdle(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, time.Hour, nil), &calls)
+	const linger = 300 * time.Millisecond
+	m := rpc.NewMux(client, linger, nil)
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("1"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The server's end of the session closes once the client closed its
+	// own (idle): await that instead of sleeping a guessed time.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(server.Network().ConnsToPeer(client.ID())) > 0 && streamsOf(server, client.ID(), rpc.ProtoMux) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("session still open after %s idle (linger %s)", 10*time.Second, linger)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("2"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 2 {
+		t.Errorf("%d sessions, want 2 (the idle one closed, then a new one)", got)
+	}
+}
+
+// TestMuxSessionOutlivesNoConnection: a request after the connection the
+// session ran on closed goes on a new session over the peer's new
+// connection.
+func TestMuxSessionOutlivesNoConnection(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, time.Hour, nil), &calls)
+	m := rpc.NewMux(client, time.Hour, nil)
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("1"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The client must have seen its connection go (a stream per request
+	// would fail on it just the same until then).
+	sub, err := client.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := server.Network().ClosePeer(client.ID()); err != nil {
+		t.Fatal(err)
+	}
+	for gone := false; !gone; {
+		select {
+		case e := <-sub.Out():
+			ev := e.(event.EvtPeerConnectednessChanged)
+			gone = ev.Peer == server.ID() && ev.Connectedness != network.Connected
+		case <-time.After(10 * time.Second):
+			t.Fatal("the client never saw its connection close")
+		}
+	}
+	if err := client.Connect(ctx, peer.AddrInfo{ID: server.ID(), Addrs: server.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("2"), 64, 10*time.Second); err != nil {
+		t.Fatalf("request after the connection closed: %v", err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 2 {
+		t.Errorf("%d sessions, want 2", got)
+	}
+}
+
+// streamsOf counts h's open streams of proto with p.
+func streamsOf(h host.Host, p peer.ID, proto string) int {
+	n := 0
+	for _, c := range h.Network().ConnsToPeer(p) {
+		for _, s := range c.GetStreams() {
+			if s.Protocol() == protocol.ID(proto) {
+				n++
+			}
+		}
+	}
+	return n
+}
