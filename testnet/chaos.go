@@ -167,10 +167,12 @@ type ChaosSummary struct {
 }
 
 // chaosWorkflow has sequential steps, a FORK whose join holder is a target,
-// sleeps long enough for a kill to land inside a step, and at-most-once
-// steps (once=true), so that once_violations means something. one* steps
-// are echo builtins of DefaultServices.
-const chaosWorkflow = `sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] sleepH`
+// sleeps long enough for a kill to land inside a step, at-most-once steps
+// (once=true), so that once_violations means something, and a quick step
+// that may run again (quickI), whose outcome is journaled only with its
+// hand-on (node/held H4). one* and quickI are echo builtins of
+// DefaultServices.
+const chaosWorkflow = `sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] quickI sleepH`
 
 // chaosOnceSteps are the paths of chaosWorkflow's at-most-once steps, and
 // chaosBranch0 the path prefix of its FORK's first branch.

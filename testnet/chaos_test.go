@@ -86,8 +86,8 @@ func chaosFailures(sum *testnet.ChaosSummary) []string {
 	}
 	// Every step of a completed workflow ran at least once: fewer records
 	// mean the record file is not being written, and nothing is counted.
-	if want := 8 * sum.Completed; sum.Executions < want {
-		out = append(out, fmt.Sprintf("%d executions recorded, want at least %d for %d completed workflows of 8 steps (is the record file written?)", sum.Executions, want, sum.Completed))
+	if want := 9 * sum.Completed; sum.Executions < want {
+		out = append(out, fmt.Sprintf("%d executions recorded, want at least %d for %d completed workflows of 9 steps (is the record file written?)", sum.Executions, want, sum.Completed))
 	}
 	return out
 }

@@ -33,7 +33,7 @@ func chaosCommand() *cli.Command {
 		Usage: "kill testnet nodes with SIGKILL while workflows run, and report what survived",
 		Description: `Runs the chaos workflow once without faults (its result is the one every run must
 produce), submits --workflows copies of it
-   sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] sleepH
+   sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] quickI sleepH
 (sleep* steps sleep --step-ms, one* steps echo and are at-most-once), then kills real
 node processes with SIGKILL as the scenario says, restarts them once every workflow
 ended, and prints a summary.
