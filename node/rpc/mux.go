@@ -300,16 +300,12 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 	s.mu.Unlock()
 	defer s.forget(id)
 
-	buf := make([]byte, 0, 2*varint.MaxLenUvarint63+len(proto)+len(payload))
-	buf = append(buf, varint.ToUvarint(id)...)
-	buf = append(buf, varint.ToUvarint(uint64(len(proto)))...)
-	buf = append(buf, proto...)
-	buf = append(buf, payload...)
+	frame := muxFrame(payload, varint.ToUvarint(id), varint.ToUvarint(uint64(len(proto))), []byte(proto))
 	sent := time.Now()
 	s.wmu.Lock()
 	deadline, _ := ctx.Deadline()
 	_ = s.st.SetWriteDeadline(deadline)
-	err := pack.WriteFrame(s.st, buf)
+	_, err := s.st.Write(frame)
 	s.wmu.Unlock()
 	if err != nil {
 		// A frame may be half written: the session is unusable.
@@ -428,6 +424,22 @@ func (s *muxSession) idleLoop() {
 	}
 }
 
+// muxFrame is one frame as pack.WriteFrame writes it (a uvarint length,
+// then the body), its body the header parts and then payload, built in
+// one buffer: the payload is copied once.
+func muxFrame(payload []byte, header ...[]byte) []byte {
+	n := len(payload)
+	for _, h := range header {
+		n += len(h)
+	}
+	buf := make([]byte, 0, varint.UvarintSize(uint64(n))+n)
+	buf = append(buf, varint.ToUvarint(uint64(n))...)
+	for _, h := range header {
+		buf = append(buf, h...)
+	}
+	return append(buf, payload...)
+}
+
 // serveSession answers the requests of one session, each in its own
 // goroutine under its handler's deadline, at most muxMaxConcurrent at once.
 func (m *Mux) serveSession(st network.Stream) {
@@ -435,12 +447,11 @@ func (m *Mux) serveSession(st network.Stream) {
 	r := bufio.NewReader(st)
 	var wmu sync.Mutex
 	answer := func(id uint64, status byte, payload []byte) {
-		buf := append(varint.ToUvarint(id), status)
-		buf = append(buf, payload...)
+		frame := muxFrame(payload, varint.ToUvarint(id), []byte{status})
 		wmu.Lock()
 		defer wmu.Unlock()
 		_ = st.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if err := pack.WriteFrame(st, buf); err != nil {
+		if _, err := st.Write(frame); err != nil {
 			_ = st.Reset()
 		}
 	}
