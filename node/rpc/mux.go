@@ -278,7 +278,8 @@ type muxSession struct {
 	pending  map[uint64]chan muxAnswer
 	lastUsed time.Time
 	lastRead time.Time // the last answer read
-	err      error     // set once broken
+	retired  bool      // out of use; closes once nothing is in flight
+	err      error     // set once broken or closed
 }
 
 type muxAnswer struct {
@@ -327,8 +328,9 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 			// out: its connection may be dead while the peer is reachable
 			// on another (a flapping link). The next request opens a new
 			// stream, on the peer's best connection, as a stream per
-			// request would.
-			s.fail(fmt.Errorf("%s session with %s silent for %s", ProtoMux, ShortID(s.peer), time.Since(sent).Round(time.Millisecond)))
+			// request would; the requests still in flight here keep
+			// their own deadlines (a slow handler is not a dead link).
+			s.retire()
 		}
 		return nil, ctx.Err()
 	}
@@ -338,7 +340,32 @@ func (s *muxSession) forget(id uint64) {
 	s.mu.Lock()
 	delete(s.pending, id)
 	s.lastUsed = time.Now()
+	drained := s.retired && len(s.pending) == 0 && s.err == nil
+	if drained {
+		s.err = errors.New(ProtoMux + " session retired")
+	}
+	st := s.st
 	s.mu.Unlock()
+	if drained {
+		_ = st.Close()
+	}
+}
+
+// retire takes the session out of use: later requests open another, and
+// it closes once the requests in flight on it ended.
+func (s *muxSession) retire() {
+	s.m.drop(s)
+	s.mu.Lock()
+	s.retired = true
+	drained := len(s.pending) == 0 && s.err == nil
+	if drained {
+		s.err = errors.New(ProtoMux + " session retired")
+	}
+	st := s.st
+	s.mu.Unlock()
+	if drained {
+		_ = st.Close()
+	}
 }
 
 // fail breaks the session: every request in flight gets err, and the next

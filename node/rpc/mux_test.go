@@ -143,16 +143,26 @@ func TestMuxFallsBackToStreams(t *testing.T) {
 func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	const slow, refused, closed = "/test/slow/1.0.0", "/test/refused/1.0.0", "/test/closed/1.0.0"
+	const slow, refused, closed, wait = "/test/slow/1.0.0", "/test/refused/1.0.0", "/test/closed/1.0.0", "/test/wait/1.0.0"
 	sm := rpc.NewMux(server, 15*time.Second, func(proto string, _ peer.ID) bool { return proto != closed })
 	serveEcho(sm, &calls)
 	release := make(chan struct{})
 	defer close(release)
+	slowStarted := make(chan struct{}, 8)
 	sm.Serve(slow, 1<<20, 10*time.Second, func(ctx context.Context, _ peer.ID, req []byte) []byte {
+		slowStarted <- struct{}{}
 		<-release
 		return req
 	})
 	sm.Serve(refused, 1<<20, 10*time.Second, func(context.Context, peer.ID, []byte) []byte { return nil })
+	sm.Serve(wait, 1<<20, 10*time.Second, func(ctx context.Context, _ peer.ID, req []byte) []byte {
+		d, _ := time.ParseDuration(string(req))
+		select {
+		case <-time.After(d): // the handler's own work, not a test's wait
+		case <-ctx.Done():
+		}
+		return req
+	})
 	sm.Serve(closed, 1<<20, 10*time.Second, func(context.Context, peer.ID, []byte) []byte { return []byte("x") })
 	m := rpc.NewMux(client, 15*time.Second, nil)
 	defer m.Close()
@@ -168,11 +178,35 @@ func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("slow request failed after %s, its deadline was 300ms", took)
 	}
+	<-slowStarted
 	if _, err := m.Call(ctx, server.ID(), echo, []byte("after"), 64, 10*time.Second); err != nil {
 		t.Fatalf("request after a timed-out one: %v", err)
 	}
 	if got := server.count(rpc.ProtoMux); got != 2 {
 		t.Errorf("%d sessions after a request that heard nothing back, want 2 (it was replaced)", got)
+	}
+
+	// A request sent just after one that hears nothing back keeps its own
+	// deadline: the silent session is taken out of use, not broken.
+	sessions := server.count(rpc.ProtoMux)
+	quietDone := make(chan error, 1)
+	go func() {
+		_, err := m.Call(ctx, server.ID(), slow, []byte("x"), 16, 300*time.Millisecond)
+		quietDone <- err
+	}()
+	<-slowStarted // the silent request reached its handler first
+	resp, err := m.Call(ctx, server.ID(), wait, []byte("600ms"), 16, 10*time.Second)
+	if err != nil || string(resp) != "600ms" {
+		t.Fatalf("request sent after a silent one: %q, %v (the silent one's timeout broke it)", resp, err)
+	}
+	if err := <-quietDone; err == nil {
+		t.Fatal("slow request answered")
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("next"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := server.count(rpc.ProtoMux); got != sessions+1 {
+		t.Errorf("%d sessions, want %d: the silent session was not replaced", got, sessions+1)
 	}
 
 	// Beside requests that are answered, a slow one leaves the session be.
@@ -204,11 +238,11 @@ func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 	if _, err := m.Call(ctx, server.ID(), echo, []byte("still"), 64, 10*time.Second); err != nil {
 		t.Fatalf("request after refused ones: %v", err)
 	}
-	if got := server.count(rpc.ProtoMux); got != 2 {
-		t.Errorf("%d sessions, want 2: a slow request with answers around it, or a refused one, broke the session", got)
+	if got := server.count(rpc.ProtoMux); got != sessions+1 {
+		t.Errorf("%d sessions, want %d: a slow request with answers around it, or a refused one, broke the session", got, sessions+1)
 	}
 	big := bytes.Repeat([]byte("b"), rpc.MaxMuxPayload+1)
-	resp, err := m.Call(ctx, server.ID(), echo, big, 2*len(big), 10*time.Second)
+	resp, err = m.Call(ctx, server.ID(), echo, big, 2*len(big), 10*time.Second)
 	if err != nil || len(resp) != len(big)+len("echo:") {
 		t.Fatalf("large request: %d bytes, %v", len(resp), err)
 	}
