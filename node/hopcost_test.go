@@ -32,13 +32,7 @@ func TestHopStreams(t *testing.T) {
 	}
 	src.WriteString("slow")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := hopClient(t, nodes[0])
 	st, err := cl.Submit(ctx, "hop.bedwe", src.String(), json.RawMessage(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +113,7 @@ func hopMesh(t *testing.T) []api.NodeFile {
 func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
 	const steps = 20
 	nodes := hopMesh(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := hopClient(t, nodes[0])
 	commits := func(prefix string) float64 {
 		var src strings.Builder
 		for i := range steps {
@@ -167,4 +155,17 @@ func journalWrites(t *testing.T, nodes []api.NodeFile) float64 {
 func requestsServed(t *testing.T, nodes []api.NodeFile, proto string) float64 {
 	return scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+proto+`"}`) +
 		scrapeSum(t, nodes, `bedwe_mux_requests_served_total{protocol="`+proto+`"}`)
+}
+
+// hopClient dials nf as a client, with a context for the test's
+// workflows; both end with the test.
+func hopClient(t *testing.T, nf api.NodeFile) (context.Context, *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	cl, err := client.Dial(ctx, nf.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return ctx, cl
 }

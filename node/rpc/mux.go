@@ -340,15 +340,7 @@ func (s *muxSession) forget(id uint64) {
 	s.mu.Lock()
 	delete(s.pending, id)
 	s.lastUsed = time.Now()
-	drained := s.retired && len(s.pending) == 0 && s.err == nil
-	if drained {
-		s.err = errors.New(ProtoMux + " session retired")
-	}
-	st := s.st
-	s.mu.Unlock()
-	if drained {
-		_ = st.Close()
-	}
+	s.closeIfDrained()
 }
 
 // retire takes the session out of use: later requests open another, and
@@ -357,7 +349,13 @@ func (s *muxSession) retire() {
 	s.m.drop(s)
 	s.mu.Lock()
 	s.retired = true
-	drained := len(s.pending) == 0 && s.err == nil
+	s.closeIfDrained()
+}
+
+// closeIfDrained closes a retired session with nothing in flight. It is
+// called with s.mu held and releases it.
+func (s *muxSession) closeIfDrained() {
+	drained := s.retired && len(s.pending) == 0 && s.err == nil
 	if drained {
 		s.err = errors.New(ProtoMux + " session retired")
 	}
