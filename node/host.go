@@ -308,8 +308,9 @@ func isUDP(addr string) bool {
 
 // resourceManager is libp2p's default resource manager with tighter
 // per-peer stream limits on the protocols an abusive peer would flood:
-// client requests (a client has no business holding many streams open)
-// and hand-offs (each holds a pack in memory until it is journaled). Its
+// client requests (a client has no business holding many streams open),
+// hand-offs (each holds a pack in memory until it is journaled) and
+// request sessions (rpc.Mux: each carries many requests). Its
 // metrics (libp2p_rcmgr_*, a trace of every scope change: 3.5 % of a
 // node's CPU while it hands steps on, issue 14) are kept only when they
 // are served (--http).
@@ -320,6 +321,10 @@ func resourceManager(metrics bool) (network.ResourceManager, error) {
 		rcmgr.BaseLimit{StreamsInbound: 16, StreamsOutbound: 16, Streams: 32, Memory: 32 << 20}, rcmgr.BaseLimitIncrease{})
 	limits.AddProtocolPeerLimit(protocol.ID(api.ProtoHandoff),
 		rcmgr.BaseLimit{StreamsInbound: 64, StreamsOutbound: 128, Streams: 192, Memory: 64 << 20}, rcmgr.BaseLimitIncrease{})
+	// A peer needs one request session each way; a few more cover the
+	// ones being retired. Each serves at most 64 requests at once.
+	limits.AddProtocolPeerLimit(protocol.ID(rpc.ProtoMux),
+		rcmgr.BaseLimit{StreamsInbound: 8, StreamsOutbound: 8, Streams: 16, Memory: 64 << 20}, rcmgr.BaseLimitIncrease{})
 	var opts []rcmgr.Option
 	if !metrics {
 		opts = append(opts, rcmgr.WithMetricsDisabled())
@@ -383,12 +388,18 @@ func (n *Node) gateStream(pid protocol.ID, handler network.StreamHandler) networ
 const muxLinger = 15 * time.Second
 
 // admitRequest is gateStream for a request a member sent on a session
-// (rpc.Mux): counted by protocol, refused if it is a client request
-// (clients open streams of their own) or a hand-off over the sender's
-// rate limit. The session itself passed the membership check.
+// (rpc.Mux): counted by protocol, refused if the sender is no longer a
+// member (the session passed the check when it opened, and a peer
+// removed from the trusted peers but kept as a client keeps its
+// connection), if it is a client request (clients open streams of their
+// own), or if it is a hand-off over the sender's rate limit.
 func (n *Node) admitRequest(proto string, from peer.ID) bool {
 	if n.metrics != nil {
 		n.metrics.muxRequests.WithLabelValues(proto).Inc()
+	}
+	if !n.gate.IsMember(from) {
+		n.gate.Refuse(from, "", "not a member: may not use "+proto)
+		return false
 	}
 	switch proto {
 	case api.ProtoClient:

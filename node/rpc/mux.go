@@ -65,7 +65,16 @@ const MaxMuxPayload = 1 << 20
 
 // muxMaxConcurrent bounds the requests of one session a server runs at
 // once; more wait unread (the sender's flow control holds them back).
-const muxMaxConcurrent = 256
+const muxMaxConcurrent = 64
+
+// muxOpenTimeout bounds opening a session (a dial included), whatever the
+// deadline of the request that asked for it.
+const muxOpenTimeout = 15 * time.Second
+
+// muxWriteTimeout bounds writing one frame on a session: a request's own
+// deadline is not used, so a caller that gives up never cuts a frame in
+// half under the requests around it.
+const muxWriteTimeout = 10 * time.Second
 
 // plainFor is how long a peer that refused ProtoMux is called with a
 // stream per request before it is asked again.
@@ -103,6 +112,18 @@ func (m *Mux) Serve(proto string, maxReq int, timeout time.Duration, fn HandlerF
 	m.handlers[proto] = muxHandler{maxReq: maxReq, timeout: timeout, fn: fn}
 	m.mu.Unlock()
 	Serve(m.h, proto, maxReq, timeout, fn)
+}
+
+// longestTimeout is the longest deadline of the served protocols: a
+// session with a request in flight is not given up before it.
+func (m *Mux) longestTimeout() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var d time.Duration
+	for _, h := range m.handlers {
+		d = max(d, h.timeout)
+	}
+	return d
 }
 
 // Close ends every session.
@@ -195,13 +216,24 @@ func (m *Mux) session(ctx context.Context, p peer.ID) (*muxSession, error) {
 		m.mu.Unlock()
 		s.fail(fmt.Errorf("connection to %s closed", ShortID(p)))
 		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, errors.New("rpc mux closed")
+		}
 		s = m.sessions[p]
 	}
 	if s == nil {
-		s = &muxSession{m: m, peer: p, ready: make(chan struct{}), pending: map[uint64]chan muxAnswer{}, lastUsed: time.Now()}
+		s = &muxSession{m: m, peer: p, ready: make(chan struct{}), wsem: make(chan struct{}, 1), pending: map[uint64]chan muxAnswer{}, lastUsed: time.Now()}
 		m.sessions[p] = s
 		m.mu.Unlock()
-		s.open(ctx)
+		// The session is every waiting request's, not only this one's:
+		// its open has a bound of its own, so a short deadline here does
+		// not fail a longer request that waits for it.
+		openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), muxOpenTimeout)
+		go func() {
+			defer cancel()
+			s.open(openCtx)
+		}()
 	} else {
 		m.mu.Unlock()
 	}
@@ -271,7 +303,7 @@ type muxSession struct {
 	st      network.Stream
 	openErr error
 
-	wmu sync.Mutex // one request frame at a time
+	wsem chan struct{} // one request frame at a time (a slot, so a caller can give up waiting)
 
 	mu       sync.Mutex
 	next     uint64
@@ -302,15 +334,36 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 	defer s.forget(id)
 
 	frame := muxFrame(payload, varint.ToUvarint(id), varint.ToUvarint(uint64(len(proto))), []byte(proto))
+	select {
+	case s.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err() // nothing sent
+	}
+	if err := ctx.Err(); err != nil {
+		<-s.wsem
+		return nil, err
+	}
 	sent := time.Now()
-	s.wmu.Lock()
-	deadline, _ := ctx.Deadline()
-	_ = s.st.SetWriteDeadline(deadline)
-	_, err := s.st.Write(frame)
-	s.wmu.Unlock()
+	_ = s.st.SetWriteDeadline(sent.Add(muxWriteTimeout))
+	n, err := s.st.Write(frame)
+	<-s.wsem
 	if err != nil {
-		// A frame may be half written: the session is unusable.
-		s.fail(fmt.Errorf("send on %s session: %w", ProtoMux, err))
+		select {
+		case a := <-ch:
+			if a.err != nil {
+				// The session failed first: the peer refused the
+				// protocol (Call falls back) or the stream broke.
+				return nil, a.err
+			}
+		default:
+		}
+		err = fmt.Errorf("send on %s session: %w", ProtoMux, notSupported(err))
+		if n == 0 && errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+			return nil, err // the peer refused the protocol: nothing reached a handler
+		}
+		// A frame may be half written, or the stream is stuck for the
+		// whole write timeout: the session is unusable.
+		s.fail(err)
 		return nil, err
 	}
 	select {
@@ -393,6 +446,7 @@ func (s *muxSession) readLoop() {
 	for {
 		frame, err := pack.ReadFrame(r, api.MaxControlFrame+varint.MaxLenUvarint63+1)
 		if err != nil {
+			err = notSupported(err)
 			switch {
 			case errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}):
 				// Kept as it is: Call falls back to a stream per request.
@@ -428,7 +482,7 @@ func (s *muxSession) readLoop() {
 // idleLoop closes the session once no request used it for the mux's
 // linger.
 func (s *muxSession) idleLoop() {
-	t := time.NewTicker(s.m.linger / 3)
+	t := time.NewTicker(max(s.m.linger/3, time.Millisecond))
 	defer t.Stop()
 	for range t.C {
 		s.mu.Lock()
@@ -447,6 +501,18 @@ func (s *muxSession) idleLoop() {
 			return
 		}
 	}
+}
+
+// notSupported returns err as multistream's ErrNotSupported when the peer
+// reset the stream for a failed protocol negotiation: a lazily negotiated
+// stream (the peerstore said the peer speaks ProtoMux) that it refused.
+// That reset is sent only while negotiating, so no handler saw a request.
+func notSupported(err error) error {
+	var se *network.StreamError
+	if errors.As(err, &se) && se.Remote && se.ErrorCode == network.StreamProtocolNegotiationFailed {
+		return fmt.Errorf("%w: %w", multistream.ErrNotSupported[protocol.ID]{Protos: []protocol.ID{ProtoMux}}, err)
+	}
+	return err
 }
 
 // muxFrame is one frame as pack.WriteFrame writes it (a uvarint length,
@@ -489,7 +555,7 @@ func (m *Mux) serveSession(st network.Stream) {
 	for {
 		// A session the caller no longer uses is closed by it (linger);
 		// one that sends nothing for far longer is given up here.
-		_ = st.SetReadDeadline(time.Now().Add(4*m.linger + time.Minute))
+		_ = st.SetReadDeadline(time.Now().Add(4*m.linger + m.longestTimeout() + time.Minute))
 		frame, err := pack.ReadFrame(r, MaxMuxPayload+2*varint.MaxLenUvarint63+256)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -523,7 +589,7 @@ func (m *Mux) serveSession(st network.Stream) {
 			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 			defer cancel()
 			resp := h.fn(ctx, from, req)
-			if resp == nil {
+			if resp == nil || len(resp) > api.MaxControlFrame {
 				answer(id, muxReset, nil)
 				return
 			}

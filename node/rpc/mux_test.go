@@ -336,3 +336,150 @@ func streamsOf(h host.Host, p peer.ID, proto string) int {
 	}
 	return n
 }
+
+// slowOpenHost delays opening request sessions until open is closed, and
+// says when one starts.
+type slowOpenHost struct {
+	host.Host
+	opening chan struct{}
+	open    chan struct{}
+}
+
+func (h *slowOpenHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	if len(pids) == 1 && pids[0] == rpc.ProtoMux {
+		h.opening <- struct{}{}
+		select {
+		case <-h.open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.Host.NewStream(ctx, p, pids...)
+}
+
+// TestMuxOpenOutlivesTheFirstDeadline: a request that waits for a session
+// another request is opening keeps its own deadline, not the opener's.
+func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	slowHost := &slowOpenHost{Host: client, opening: make(chan struct{}, 4), open: make(chan struct{})}
+	m := rpc.NewMux(slowHost, 15*time.Second, nil)
+	defer m.Close()
+	short := make(chan error, 1)
+	go func() {
+		_, err := m.Call(context.Background(), server.ID(), echo, []byte("short"), 64, 100*time.Millisecond)
+		short <- err
+	}()
+	<-slowHost.opening
+	long := make(chan error, 1)
+	go func() {
+		_, err := m.Call(context.Background(), server.ID(), echo, []byte("long"), 64, 10*time.Second)
+		long <- err
+	}()
+	if err := <-short; err == nil {
+		t.Fatal("the short request was answered before its session opened")
+	}
+	close(slowHost.open)
+	if err := <-long; err != nil {
+		t.Fatalf("a request waiting for a session failed with the opener's deadline: %v", err)
+	}
+}
+
+// stallHost's request sessions block their next write once stall is
+// armed, until unstall is closed (a link whose send window is full).
+type stallHost struct {
+	host.Host
+	armed   atomic.Bool
+	stalled chan struct{}
+	unstall chan struct{}
+}
+
+type stallStream struct {
+	network.Stream
+	h *stallHost
+}
+
+func (s *stallStream) Write(b []byte) (int, error) {
+	if s.h.armed.CompareAndSwap(true, false) {
+		s.h.stalled <- struct{}{}
+		<-s.h.unstall
+	}
+	return s.Stream.Write(b)
+}
+
+func (h *stallHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	st, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil || len(pids) != 1 || pids[0] != rpc.ProtoMux {
+		return st, err
+	}
+	return &stallStream{Stream: st, h: h}, nil
+}
+
+// TestMuxLateWriterLeavesTheSession: a request whose deadline passes
+// while another request's frame is being written gives up at its deadline
+// and leaves the session (and the frame being written) alone.
+func TestMuxLateWriterLeavesTheSession(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	sh := &stallHost{Host: client, stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
+	m := rpc.NewMux(sh, 15*time.Second, nil)
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sh.armed.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := m.Call(ctx, server.ID(), echo, []byte("stalled"), 64, 10*time.Second)
+		first <- err
+	}()
+	<-sh.stalled
+	// The stall ends by itself after 5 s, so that a late request that
+	// waits for the stalled write fails this test instead of hanging it.
+	var unstall sync.Once
+	stop := time.AfterFunc(5*time.Second, func() { unstall.Do(func() { close(sh.unstall) }) })
+	defer stop.Stop()
+	start := time.Now()
+	_, err := m.Call(ctx, server.ID(), echo, []byte("late"), 64, 200*time.Millisecond)
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("the late request returned after %s, its deadline was 200ms: it waited for the stalled write", took)
+	}
+	if err == nil {
+		t.Fatal("a request behind a stalled write was answered")
+	}
+	unstall.Do(func() { close(sh.unstall) })
+	if err := <-first; err != nil {
+		t.Fatalf("the stalled request failed: %v (the late one broke the session)", err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 1 {
+		t.Errorf("%d sessions, want 1", got)
+	}
+}
+
+// TestMuxFallsBackWhenNegotiatedLazily: a peer the peerstore says speaks
+// the mux, but does not, gets its requests on streams of their own (the
+// lazily negotiated session is reset, not refused with "na").
+func TestMuxFallsBackWhenNegotiatedLazily(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	rpc.Serve(server, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		calls.Add(1)
+		return req
+	})
+	if err := client.Peerstore().AddProtocols(server.ID(), rpc.ProtoMux); err != nil {
+		t.Fatal(err)
+	}
+	m := rpc.NewMux(client, 15*time.Second, nil)
+	defer m.Close()
+	for i := range 5 {
+		if _, err := m.Call(context.Background(), server.ID(), echo, []byte{byte(i)}, 16, 5*time.Second); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if got := calls.Load(); got != 5 {
+		t.Errorf("handler ran %d times for 5 requests", got)
+	}
+}
