@@ -1,6 +1,7 @@
 package pack
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,14 +17,25 @@ var ErrFrameTooLarge = errors.New("frame too large")
 // the bytes. It issues a single Write so that frames from one goroutine are
 // never interleaved with partial writes.
 func WriteFrame(w io.Writer, b []byte) error {
-	n := varint.UvarintSize(uint64(len(b)))
-	buf := make([]byte, n+len(b))
-	varint.PutUvarint(buf, uint64(len(b)))
-	copy(buf[n:], b)
-	if _, err := w.Write(buf); err != nil {
+	if _, err := w.Write(FrameBytes(b)); err != nil {
 		return fmt.Errorf("write frame of %d bytes: %w", len(b), err)
 	}
 	return nil
+}
+
+// FrameBytes returns the frame WriteFrame writes whose body is parts one after
+// the other, built in one buffer (each part copied once).
+func FrameBytes(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	buf := make([]byte, 0, varint.UvarintSize(uint64(n))+n)
+	buf = binary.AppendUvarint(buf, uint64(n))
+	for _, p := range parts {
+		buf = append(buf, p...)
+	}
+	return buf
 }
 
 // ReadFrame reads one frame written by WriteFrame. A frame longer than max

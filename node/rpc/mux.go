@@ -262,8 +262,9 @@ func (s *muxSession) closedConn() bool {
 	return st != nil && st.Conn().IsClosed()
 }
 
-// open opens the session's stream (the first request's context bounds
-// it) and starts its loops, or drops the session if it cannot.
+// open opens the session's stream (within muxOpenTimeout, whatever the
+// deadlines of the requests waiting for it) and starts its loops, or
+// drops the session if it cannot.
 func (s *muxSession) open(ctx context.Context) {
 	defer close(s.ready)
 	st, err := s.m.h.NewStream(network.WithAllowLimitedConn(ctx, ProtoMux), s.peer, protocol.ID(ProtoMux))
@@ -333,7 +334,7 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 	s.mu.Unlock()
 	defer s.forget(id)
 
-	frame := muxFrame(payload, varint.ToUvarint(id), varint.ToUvarint(uint64(len(proto))), []byte(proto))
+	frame := pack.FrameBytes(varint.ToUvarint(id), varint.ToUvarint(uint64(len(proto))), []byte(proto), payload)
 	select {
 	case s.wsem <- struct{}{}:
 	case <-ctx.Done():
@@ -515,22 +516,6 @@ func notSupported(err error) error {
 	return err
 }
 
-// muxFrame is one frame as pack.WriteFrame writes it (a uvarint length,
-// then the body), its body the header parts and then payload, built in
-// one buffer: the payload is copied once.
-func muxFrame(payload []byte, header ...[]byte) []byte {
-	n := len(payload)
-	for _, h := range header {
-		n += len(h)
-	}
-	buf := make([]byte, 0, varint.UvarintSize(uint64(n))+n)
-	buf = append(buf, varint.ToUvarint(uint64(n))...)
-	for _, h := range header {
-		buf = append(buf, h...)
-	}
-	return append(buf, payload...)
-}
-
 // serveSession answers the requests of one session, each in its own
 // goroutine under its handler's deadline, at most muxMaxConcurrent at once.
 func (m *Mux) serveSession(st network.Stream) {
@@ -538,7 +523,7 @@ func (m *Mux) serveSession(st network.Stream) {
 	r := bufio.NewReader(st)
 	var wmu sync.Mutex
 	answer := func(id uint64, status byte, payload []byte) {
-		frame := muxFrame(payload, varint.ToUvarint(id), []byte{status})
+		frame := pack.FrameBytes(varint.ToUvarint(id), []byte{status}, payload)
 		wmu.Lock()
 		defer wmu.Unlock()
 		_ = st.SetWriteDeadline(time.Now().Add(10 * time.Second))

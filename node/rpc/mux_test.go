@@ -64,6 +64,15 @@ func serveEcho(m *rpc.Mux, calls *atomic.Int64) {
 	})
 }
 
+// servePlainEcho serves echo on streams of their own only (no mux): an
+// older node, or a bare host. Answers are the request as it came.
+func servePlainEcho(h host.Host, calls *atomic.Int64) {
+	rpc.Serve(h, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		calls.Add(1)
+		return req
+	})
+}
+
 // TestMuxCallsOnOneStream sends many concurrent requests to a peer that
 // speaks the mux: every answer belongs to its request, the server's
 // handler ran once per request, and the requests shared one stream.
@@ -114,10 +123,7 @@ func TestMuxCallsOnOneStream(t *testing.T) {
 func TestMuxFallsBackToStreams(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	rpc.Serve(server, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
-		calls.Add(1)
-		return req
-	})
+	servePlainEcho(server, &calls)
 	m := rpc.NewMux(client, 15*time.Second, nil)
 	defer m.Close()
 	for i := range 3 {
@@ -337,24 +343,27 @@ func streamsOf(h host.Host, p peer.ID, proto string) int {
 	return n
 }
 
-// slowOpenHost delays opening request sessions until open is closed, and
-// says when one starts.
-type slowOpenHost struct {
+// sessionHost hooks the request sessions its client opens: opening, if
+// set, runs before each is opened (it may hold the open up), and wrap, if
+// set, wraps the stream.
+type sessionHost struct {
 	host.Host
-	opening chan struct{}
-	open    chan struct{}
+	opening func(ctx context.Context) error
+	wrap    func(network.Stream) network.Stream
 }
 
-func (h *slowOpenHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
-	if len(pids) == 1 && pids[0] == rpc.ProtoMux {
-		h.opening <- struct{}{}
-		select {
-		case <-h.open:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+func (h *sessionHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	session := len(pids) == 1 && pids[0] == rpc.ProtoMux
+	if session && h.opening != nil {
+		if err := h.opening(ctx); err != nil {
+			return nil, err
 		}
 	}
-	return h.Host.NewStream(ctx, p, pids...)
+	st, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil || !session || h.wrap == nil {
+		return st, err
+	}
+	return h.wrap(st), nil
 }
 
 // TestMuxOpenOutlivesTheFirstDeadline: a request that waits for a session
@@ -363,7 +372,16 @@ func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
 	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
-	slowHost := &slowOpenHost{Host: client, opening: make(chan struct{}, 4), open: make(chan struct{})}
+	opening, open := make(chan struct{}, 4), make(chan struct{})
+	slowHost := &sessionHost{Host: client, opening: func(ctx context.Context) error {
+		opening <- struct{}{}
+		select {
+		case <-open:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
 	m := rpc.NewMux(slowHost, 15*time.Second, nil)
 	defer m.Close()
 	short := make(chan error, 1)
@@ -371,7 +389,7 @@ func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
 		_, err := m.Call(context.Background(), server.ID(), echo, []byte("short"), 64, 100*time.Millisecond)
 		short <- err
 	}()
-	<-slowHost.opening
+	<-opening
 	long := make(chan error, 1)
 	go func() {
 		_, err := m.Call(context.Background(), server.ID(), echo, []byte("long"), 64, 10*time.Second)
@@ -380,40 +398,27 @@ func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
 	if err := <-short; err == nil {
 		t.Fatal("the short request was answered before its session opened")
 	}
-	close(slowHost.open)
+	close(open)
 	if err := <-long; err != nil {
 		t.Fatalf("a request waiting for a session failed with the opener's deadline: %v", err)
 	}
 }
 
-// stallHost's request sessions block their next write once stall is
-// armed, until unstall is closed (a link whose send window is full).
-type stallHost struct {
-	host.Host
-	armed   atomic.Bool
+// stallStream blocks its next write once armed, until unstall is closed
+// (a link whose send window is full).
+type stallStream struct {
+	network.Stream
+	armed   *atomic.Bool
 	stalled chan struct{}
 	unstall chan struct{}
 }
 
-type stallStream struct {
-	network.Stream
-	h *stallHost
-}
-
 func (s *stallStream) Write(b []byte) (int, error) {
-	if s.h.armed.CompareAndSwap(true, false) {
-		s.h.stalled <- struct{}{}
-		<-s.h.unstall
+	if s.armed.CompareAndSwap(true, false) {
+		s.stalled <- struct{}{}
+		<-s.unstall
 	}
 	return s.Stream.Write(b)
-}
-
-func (h *stallHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
-	st, err := h.Host.NewStream(ctx, p, pids...)
-	if err != nil || len(pids) != 1 || pids[0] != rpc.ProtoMux {
-		return st, err
-	}
-	return &stallStream{Stream: st, h: h}, nil
 }
 
 // TestMuxLateWriterLeavesTheSession: a request whose deadline passes
@@ -423,8 +428,10 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
 	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
-	sh := &stallHost{Host: client, stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
-	m := rpc.NewMux(sh, 15*time.Second, nil)
+	sh := &stallStream{armed: new(atomic.Bool), stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
+	m := rpc.NewMux(&sessionHost{Host: client, wrap: func(st network.Stream) network.Stream {
+		return &stallStream{Stream: st, armed: sh.armed, stalled: sh.stalled, unstall: sh.unstall}
+	}}, 15*time.Second, nil)
 	defer m.Close()
 	ctx := context.Background()
 	if _, err := m.Call(ctx, server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
@@ -465,10 +472,7 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 func TestMuxFallsBackWhenNegotiatedLazily(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	rpc.Serve(server, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
-		calls.Add(1)
-		return req
-	})
+	servePlainEcho(server, &calls)
 	if err := client.Peerstore().AddProtocols(server.ID(), rpc.ProtoMux); err != nil {
 		t.Fatal(err)
 	}
