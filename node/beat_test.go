@@ -391,6 +391,74 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	}
 }
 
+// TestBackupWaitsForAPrimaryHandingTheStep is guard invariant G15 at a
+// real node: a backup guardian whose holder dies asks the step's primary
+// (a real libp2p host), which keeps no copy because it is still handing
+// the step on (the holder's ack never reached it) and says so. The backup
+// waits and asks again instead of standing in; once the primary answers
+// that it knows nothing and hands nothing on, it re-routes (G3). Before
+// G15 it re-routed after the first answer, and the sender then handed the
+// step to the holder again: the step ran twice (a fresh-clone CI run of
+// flapping-link, the seventeenth session's stop).
+func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
+	lines := newLogLines()
+	cfg := testConfig(t, node.DefaultConfig(), echoServices)
+	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
+	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
+	cfg.FirstBeatTimeout = 200 * time.Millisecond
+	cfg.BackupDelay = 300 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nf, _ := runNode(t, cfg)
+	primary := p2ptest.Host(t)
+	const handingAnswers = 2
+	questions := make(chan api.GuardStatus, 64)
+	var asked atomic.Int32
+	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.GuardStatus
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil || m.Rerouting {
+			return rpc.MustCBOR(api.GuardReply{OK: true})
+		}
+		questions <- m
+		if asked.Add(1) <= handingAnswers {
+			return rpc.MustCBOR(api.GuardReply{OK: true, Handing: true})
+		}
+		return rpc.MustCBOR(api.GuardReply{OK: true}) // no copy, no hand-off: not known
+	})
+	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	holder := f.h.ID().String()
+	const key = "wf-test|0"
+	store := api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: f.ref(), Primary: peerRef(primary)}
+	if rep := f.guard(t, store); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	if err := f.h.Close(); err != nil { // the holder loses power
+		t.Fatal(err)
+	}
+	select {
+	case m := <-told:
+		if m.Key != key || m.Attempt != 0 || !m.Rerouted {
+			t.Fatalf("the primary was told %+v, want attempt 0 of %s released as re-routed", m, key)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the backup never re-routed after the primary stopped handing the step on")
+	}
+	// The re-route came after the primary's answers that it was handing
+	// the step on, not after the first of them.
+	if n := asked.Load(); n <= handingAnswers {
+		t.Fatalf("the backup re-routed after %d questions to the primary; the first %d were answered \"handing it on\"", n, handingAnswers)
+	}
+	for range handingAnswers {
+		m := <-questions
+		if m.Key != key || m.Holder != holder || m.Attempt != 0 {
+			t.Fatalf("the backup asked the primary %+v, want key %s, holder %s, attempt 0", m, key, holder)
+		}
+	}
+	if line, _ := lines.find("not re-routing: the primary guardian is still handing the step on"); line == "" {
+		t.Fatal("the backup did not say why it waited")
+	}
+}
+
 // TestSupersededChainCopyNotRerouted is guard invariant G12 at a real
 // node: it guards step S1 for a holder (a real libp2p host) that took the
 // hand-over settling the step before with guardian G (another real host),

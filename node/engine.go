@@ -678,6 +678,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	deadline := time.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
 	p.Hops++
+	// Until a receiver acknowledges it, this peer keeps no guard copy of
+	// the step: a backup the receiver recruited asks, and waits (G15).
+	defer n.handing.begin(guardKey(p), p.Attempt)()
 	// Receivers that refuse the hand-over as unsettled (no guardian of
 	// the step before answered them) are tried again, however long it
 	// takes, until UnsettledGiveUp: then unanswering guardians count as

@@ -551,9 +551,12 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	}
 	ans := guard.PrimaryAnswer{Silent: a.Silent, Attempt: a.Attempt, Why: a.Why}
 	if a.Primary.ID != "" {
-		rep := n.guardCall(ctx, a.Primary, api.GuardStatus{Key: key}, settleCallTimeout)
+		rep := n.guardCall(ctx, a.Primary, api.GuardStatus{Key: key, Holder: a.Silent, Attempt: a.Attempt}, settleCallTimeout)
 		ans.Reached = rep.Error == ""
-		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Attempt: rep.Attempt, Holder: rep.Holder}
+		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Handing: rep.Handing, Attempt: rep.Attempt, Holder: rep.Holder}
+	}
+	if ans.Reached && ans.Reply.Handing {
+		n.log.Info("not re-routing: the primary guardian is still handing the step on", "key", key, "primary", rpc.ShortIDString(a.Primary.ID), "silent", rpc.ShortIDString(a.Silent))
 	}
 	if !ans.Reached {
 		n.log.Warn("primary guardian gone too; re-routing as backup", "key", key)
@@ -1130,7 +1133,11 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 			return n.stepGuardReply(m.Key, guard.Rerouting{From: from.String(), Holder: m.Holder, Attempt: m.Attempt, At: time.Now().UTC()})
 		}
 		r := n.guards.view(m.Key).Status()
-		return guardReply(&r)
+		rep := guardReply(&r)
+		// No copy yet because this peer is handing the step on: the
+		// asking backup waits (G15).
+		rep.Handing = !r.Known && n.handing.has(m.Key, m.Attempt)
+		return rep
 	case api.GuardOwner:
 		r := n.guards.view(m.Key).Owner(from.String(), m.Attempt)
 		return guardReply(&r)

@@ -242,7 +242,11 @@ type Node struct {
 	// guardian that asks is told it never took it (api.GuardReply.
 	// NeverTook, node/guard G10), not that it moved on.
 	unsettled *timedSet[struct{}]
-	guards    *guardTable // its own lock
+	// handing is the steps this peer is handing on now (handing.go): a
+	// backup guardian that asks this peer as their primary waits
+	// (node/guard G15).
+	handing *handingOn
+	guards  *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -331,6 +335,7 @@ func New(cfg Config) (*Node, error) {
 		helds:           newHeldTable(),
 		handedOn:        newTimedSet[handedOnEntry](),
 		unsettled:       newTimedSet[struct{}](),
+		handing:         newHandingOn(),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

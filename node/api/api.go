@@ -307,6 +307,11 @@ type GuardReply struct {
 	// and recorded nothing; the releaser must hear from the step's
 	// primary or try again (node/guard G13).
 	Pending bool `cbor:"11,keyasint,omitempty"`
+	// Handing (GuardStatus): the asked peer keeps no copy of Key because
+	// it is handing the step on at the asked attempt right now (its
+	// receiver's ack has not reached it): a backup guardian waits rather
+	// than stand in for it (node/guard G15).
+	Handing bool `cbor:"12,keyasint,omitempty"`
 }
 
 // RefusedPeer is a peer a node refused recently: its connection was closed

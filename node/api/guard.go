@@ -75,7 +75,7 @@ type GuardRelease struct {
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its
-// primary).
+// primary, naming its copy's Holder and Attempt).
 type GuardStatus struct {
 	Key string `cbor:"1,keyasint"`
 	// Rerouting: the asker, another guardian of Key, re-routes Holder's

@@ -157,6 +157,22 @@
 //     a fresh-clone CI run and a loop, fourteenth session). Nothing is
 //     dropped on the question, so a primary killed after it leaves the
 //     copy here; the old chain is only delayed by the hold.
+//   - G15 (a backup does not stand in for a primary that is handing the
+//     step on): a backup whose holder went silent asks the primary (G3),
+//     and a primary that keeps no copy because it is still handing the
+//     step on — the receiver recruited the backup while taking it, and
+//     its ack never reached the sender — answers so (Reply.Handing). The
+//     backup then watches the holder again and asks again later, instead
+//     of re-routing: the sender still has the work, and either hands it
+//     to the receiver that took it first (G8) and guards it there, or
+//     hands it to another. Before, the backup stood in; in a fresh-clone
+//     CI run of flapping-link (seventeenth session's stop) the receiver
+//     had refused the hand-over as unsettled after its release reached
+//     the backup (so G12's probe found it the successor), the backup
+//     re-routed, the sender handed the step to the receiver again (G8),
+//     and the receiver ran it 11 s after the re-routed chain had handed
+//     it on. A primary that cannot be reached, or that knows nothing and
+//     hands nothing on, is stood in for as before.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -357,6 +373,9 @@ type Reply struct {
 	// Pending: a co-guardian is deciding whether to re-route this
 	// attempt; nothing was recorded, ask the step's primary (G13).
 	Pending bool
+	// Handing (a primary's answer to its backup): it keeps no copy
+	// because it is handing the step on at that attempt right now (G15).
+	Handing bool
 	Attempt int
 	Holder  pack.Peer
 	Error   string
@@ -911,6 +930,12 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 	}
 	r := e.Reply
 	switch {
+	case e.Reached && !r.Known && r.Handing:
+		// The primary still has the work: it is handing the step on (the
+		// holder's ack never reached it) and will guard it where it lands,
+		// or hand it to another receiver. Standing in now would start a
+		// second chain (G15); watch the holder again and ask again.
+		return Ready{Watch: []pack.Peer{g.copy.Holder}}
 	case !e.Reached || !r.Known:
 		// The primary is gone too, or never heard the holder's ack (its
 		// hand-off's answer was lost: it keeps no copy and no tombstone,
