@@ -405,15 +405,31 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		return api.Status{}, fmt.Errorf("encode the first pack: %w", err)
 	}
 	// The first replica is the first pack's primary guardian, the others
-	// its backups.
+	// its backups. All at once and within replicateTimeout too: one after
+	// the other, each within the stream timeout, a replica cut off after
+	// it stored the record held the client's answer past its deadline
+	// (reliability-core "Left undone" 15). A backup whose primary kept no
+	// copy finds it knowing nothing and stands in (node/guard G3).
 	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(id, submitStep, 0), GuardKey: journal.StepKey(id, submitStep)}
-	for _, ref := range stored {
+	guarded, guardErrs := n.guardCallAll(n.ctx, stored, func(ref pack.Peer) api.GuardRequest {
 		store := api.GuardStore{Key: st.GuardKey, Pack: raw, Holder: self}
-		if len(st.Guardians) > 0 {
-			store.Primary = st.Guardians[0]
+		if ref.ID != stored[0].ID {
+			store.Primary = stored[0]
 		}
-		if rep := n.callGuard(n.ctx, ref, store); rep.OK {
+		return store
+	}, replicateTimeout)
+	for i, ref := range stored {
+		switch {
+		case guardErrs[i] == nil && guarded[i].OK:
 			st.Guardians = append(st.Guardians, ref)
+		case guardErrs[i] != nil:
+			// No answer: it may keep a copy all the same, so it stays
+			// named and the first receiver's release goes to it too
+			// (issue 12, finding F4; as recruitHolderBackup does).
+			st.Guardians = append(st.Guardians, ref)
+			n.log.Warn("origin replica did not answer the first pack's guard copy; kept as its guardian", "peer", rpc.ShortIDString(ref.ID), "err", guardErrs[i])
+		default:
+			n.log.Warn("origin replica refused the first pack's guard copy", "peer", rpc.ShortIDString(ref.ID), "err", guarded[i].Error)
 		}
 	}
 	rd, err := n.stepOrigin(id, sub)
