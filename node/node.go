@@ -66,7 +66,13 @@
 //     missed an acknowledged continuation and took the join over is
 //     refused at its receiver's settle, and an old actor stops handing on
 //     its continuation once it knows a newer one (continuationSuperseded).
+//     A backup guardian does not stand in for a primary that is still
+//     handing the step on (node/guard G15, handing.go): the sender hands
+//     it to its first receiver again, and a re-route meanwhile ran it
+//     twice.
 //     Tests:
+//     TestBackupWaitsForAPrimaryHandingTheStep,
+//     TestPrimaryAnswersHandingWhileItHandsTheStepOn,
 //     TestOldActorStopsHandingOnItsContinuation, node/join/testdata/taken.txt,
 //     TestSupersededChainCompletionRefused, TestSupersededChainCopyNotRerouted,
 //     TestReleaseWaitsWhileACoGuardianDecidesReroute,

@@ -439,7 +439,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	if err := n.hold(*st); err != nil {
 		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
 	}
-	n.log.Info("workflow submitted", "workflow", id, "services", services, "replicas", len(stored))
+	n.log.Info("workflow submitted", "workflow", id, "services", services, "replicas", len(stored), "took", time.Since(sub.At).Round(time.Millisecond))
 	return *rd.Reply.Status, nil
 }
 
@@ -564,7 +564,13 @@ func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte 
 	} else if err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: err.Error()})
 	}
-	return rpc.MustCBOR(n.client(r))
+	began := time.Now()
+	resp := n.client(r)
+	if took := time.Since(began); took > n.cfg.StreamTimeout/2 {
+		// Past the stream timeout the client gets a reset stream instead.
+		n.log.Warn("slow client request", "op", r.Op, "took", took.Round(time.Millisecond), "stream_timeout", n.cfg.StreamTimeout)
+	}
+	return rpc.MustCBOR(resp)
 }
 
 func (n *Node) client(r api.ClientRequest) api.ClientResponse {

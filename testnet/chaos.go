@@ -512,9 +512,10 @@ type chaosRun struct {
 
 // submit submits one more chaos workflow to the entry node.
 func (r *chaosRun) submit(ctx context.Context) error {
+	began := time.Now()
 	st, err := r.cl.Submit(ctx, "chaos.bedwe", chaosWorkflow, r.input)
 	if err != nil {
-		return fmt.Errorf("chaos: submit: %w", err)
+		return fmt.Errorf("chaos: submit at %s (answered after %s): %w", began.Sub(r.start).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), err)
 	}
 	r.runs = append(r.runs, &submitted{id: st.ID, origins: st.Origins})
 	r.wf[st.ID] = true

@@ -173,8 +173,12 @@ func (r *chaosRun) flap(ctx context.Context, i int) error {
 		}
 		fmt.Fprintf(r.opts.Progress, "flap %d: cut node %d off for %s at %s\n", k+1, i, cut, time.Since(r.start).Round(time.Millisecond))
 		slept := sleepCtx(ctx, cut)
+		healing := time.Now()
 		if err := m.Heal(); err != nil {
 			return fmt.Errorf("chaos %s: %w", r.opts.Scenario, err)
+		}
+		if took := time.Since(healing); took > time.Second {
+			fmt.Fprintf(r.opts.Progress, "flap %d: the heal took %s\n", k+1, took.Round(time.Millisecond))
 		}
 		if !slept || !sleepCtx(ctx, FlapHealed) {
 			return ctx.Err()
