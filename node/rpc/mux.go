@@ -73,7 +73,8 @@ const muxOpenTimeout = 15 * time.Second
 
 // muxWriteTimeout bounds writing one frame on a session: a request's own
 // deadline is not used, so a caller that gives up never cuts a frame in
-// half under the requests around it.
+// half under the requests around it. The caller does not wait for it
+// past its own deadline, though (muxSession.send).
 const muxWriteTimeout = 10 * time.Second
 
 // plainFor is how long a peer that refused ProtoMux is called with a
@@ -345,27 +346,23 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 		return nil, err
 	}
 	sent := time.Now()
-	_ = s.st.SetWriteDeadline(sent.Add(muxWriteTimeout))
-	n, err := s.st.Write(frame)
-	<-s.wsem
-	if err != nil {
-		select {
-		case a := <-ch:
-			if a.err != nil {
-				// The session failed first: the peer refused the
-				// protocol (Call falls back) or the stream broke.
-				return nil, a.err
-			}
-		default:
+	wrote := make(chan error, 1)
+	go func() { wrote <- s.send(frame, sent, ch) }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			return nil, err
 		}
-		err = fmt.Errorf("send on %s session: %w", ProtoMux, notSupported(err))
-		if n == 0 && errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
-			return nil, err // the peer refused the protocol: nothing reached a handler
-		}
-		// A frame may be half written, or the stream is stuck for the
-		// whole write timeout: the session is unusable.
-		s.fail(err)
-		return nil, err
+	case <-ctx.Done():
+		// The frame is still being written: the connection is stuck (a
+		// link cut while the connection looks open). The write goes on
+		// under the session's own timeout, and this caller gives up at
+		// its deadline as it would with a stream of its own: a stuck
+		// write held a submission past its client's deadline
+		// (reliability-core "Left undone" 15). Later requests open
+		// another stream, as below for a silent one.
+		s.retire()
+		return nil, ctx.Err()
 	}
 	select {
 	case a := <-ch:
@@ -388,6 +385,36 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// send writes one request frame, holding the write slot, and releases the
+// slot. A failed write breaks the session (a frame may be half written, or
+// the stream was stuck for the whole write timeout), unless the peer
+// refused the protocol before anything reached a handler; the error is
+// returned either way. ch is the request's answer channel: a session that
+// failed first has put its error there.
+func (s *muxSession) send(frame []byte, sent time.Time, ch chan muxAnswer) error {
+	_ = s.st.SetWriteDeadline(sent.Add(muxWriteTimeout))
+	n, err := s.st.Write(frame)
+	<-s.wsem
+	if err == nil {
+		return nil
+	}
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			// The session failed first: the peer refused the protocol
+			// (Call falls back) or the stream broke.
+			return a.err
+		}
+	default:
+	}
+	err = fmt.Errorf("send on %s session: %w", ProtoMux, notSupported(err))
+	if n == 0 && errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+		return err // the peer refused the protocol: nothing reached a handler
+	}
+	s.fail(err)
+	return err
 }
 
 func (s *muxSession) forget(id uint64) {
@@ -416,7 +443,9 @@ func (s *muxSession) closeIfDrained() {
 	st := s.st
 	s.mu.Unlock()
 	if drained {
-		_ = st.Close()
+		// Not waited for: on a stuck connection a close waits for room
+		// in the connection's send queue, with no deadline (yamux).
+		go st.Close()
 	}
 }
 
@@ -435,7 +464,7 @@ func (s *muxSession) fail(err error) {
 	s.mu.Unlock()
 	s.m.drop(s)
 	if st != nil {
-		_ = st.Reset()
+		go st.Reset() // not waited for, as in closeIfDrained
 	}
 	for _, ch := range pending {
 		ch <- muxAnswer{err: err}

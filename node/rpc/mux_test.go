@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -463,6 +464,49 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 	}
 	if got := server.count(rpc.ProtoMux); got != 1 {
 		t.Errorf("%d sessions, want 1", got)
+	}
+}
+
+// TestMuxCallerLeavesItsStuckWrite: a request whose own frame cannot be
+// written (a connection stuck by a cut link while it looks open) gives up
+// at its deadline instead of waiting for the session's write timeout, and
+// the next request opens another session. Waiting held a submission past
+// its client's deadline while the origin asked a replica across a flapping
+// link (reliability-core "Left undone" 15).
+func TestMuxCallerLeavesItsStuckWrite(t *testing.T) {
+	client, server := pair(t)
+	var calls atomic.Int64
+	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	sh := &stallStream{armed: new(atomic.Bool), stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
+	m := rpc.NewMux(&sessionHost{Host: client, wrap: func(st network.Stream) network.Stream {
+		return &stallStream{Stream: st, armed: sh.armed, stalled: sh.stalled, unstall: sh.unstall}
+	}}, 15*time.Second, nil)
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sh.armed.Store(true)
+	// The stall ends by itself after 5 s, so that a request that waits
+	// for its stuck write fails this test instead of hanging it.
+	var unstall sync.Once
+	stop := time.AfterFunc(5*time.Second, func() { unstall.Do(func() { close(sh.unstall) }) })
+	defer stop.Stop()
+	start := time.Now()
+	_, err := m.Call(ctx, server.ID(), echo, []byte("stuck"), 64, 200*time.Millisecond)
+	took := time.Since(start)
+	unstall.Do(func() { close(sh.unstall) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a request whose write stuck: %v, want its deadline exceeded", err)
+	}
+	if took > 4*time.Second {
+		t.Fatalf("the request returned after %s, its deadline was 200ms: it waited for its stuck write", took)
+	}
+	if _, err := m.Call(ctx, server.ID(), echo, []byte("after"), 64, 10*time.Second); err != nil {
+		t.Fatalf("the request after the stuck one: %v", err)
+	}
+	if got := server.count(rpc.ProtoMux); got != 2 {
+		t.Errorf("%d sessions, want 2 (the stuck one is left for a new one)", got)
 	}
 }
 
