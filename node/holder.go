@@ -322,6 +322,9 @@ func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool 
 	// anything moves on, so a restart forwards it instead of running the
 	// step again; a quick one is journaled with its hand-on (H4).
 	n.stepHeldBackground(s, ran)
+	if head, err := p.Head(); err == nil {
+		n.killAfterRan.fire(head.Name, n.cfg.DataDir, n.log)
+	}
 	return true
 }
 

@@ -252,7 +252,9 @@ type Node struct {
 	// backup guardian that asks this peer as their primary waits
 	// (node/guard G15).
 	handing *handingOn
-	guards  *guardTable // its own lock
+	// killAfterRan is the test-only failpoint of failpoint.go (unset: off).
+	killAfterRan killAfterRan
+	guards       *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -342,6 +344,7 @@ func New(cfg Config) (*Node, error) {
 		handedOn:        newTimedSet[handedOnEntry](),
 		unsettled:       newTimedSet[struct{}](),
 		handing:         newHandingOn(),
+		killAfterRan:    killAfterRanFromEnv(),
 		guards:          newGuardTable(),
 		firstBeat:       map[string]time.Time{},
 		beatsChanged:    make(chan struct{}, 1),

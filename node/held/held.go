@@ -57,7 +57,10 @@
 //     as a re-route after its death would (at least once), and a hop makes
 //     one fsync'd write less on its critical path (issue 14). Restarted
 //     after the successor took it, the holder asks first (H5): the
-//     guardians the successor released drop it.
+//     guardians the successor released drop it. Tests:
+//     testdata/restart.txt; TestQuickStepRunAgainAfterAKillInItsWindow
+//     (package testnet: real processes, the holder SIGKILLed inside the
+//     window by node.FailpointKillAfterRan, the re-run counted).
 //   - H6 (released once): the guardians are released by the successor
 //     when it settles the hand-over (H1); the holder releases again only
 //     those the successor does not name as released (an older successor,
