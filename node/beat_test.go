@@ -358,15 +358,8 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 		return rpc.MustCBOR(api.GuardReply{OK: true}) // no copy: not known
 	})
 	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
-	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
 	const key = "wf-test|0"
-	store := api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: f.ref(), Primary: peerRef(primary)}
-	if rep := f.guard(t, store); !rep.OK {
-		t.Fatalf("store refused: %+v", rep)
-	}
-	if err := f.h.Close(); err != nil { // the holder loses power
-		t.Fatal(err)
-	}
+	f := backupWhoseHolderDies(t, nf, key, primary)
 	lines.waitFor(t, "msg=re-routing", "key="+key, "attempt=1")
 	select {
 	case m := <-told:
@@ -389,6 +382,22 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 			t.Fatalf("the backup never asked the primary as a co-guardian deciding a re-route of %s at attempt 0", holder)
 		}
 	}
+}
+
+// backupWhoseHolderDies makes the node at nf a backup guardian of key (step
+// 0 of "S1 S2" at attempt 0, primary the host primary) for a fake holder,
+// and then the holder loses power. It returns the holder.
+func backupWhoseHolderDies(t *testing.T, nf api.NodeFile, key string, primary host.Host) *fakeHolder {
+	t.Helper()
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	store := api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: f.ref(), Primary: peerRef(primary)}
+	if rep := f.guard(t, store); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	if err := f.h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // TestBackupWaitsForAPrimaryHandingTheStep is guard invariant G15 at a
@@ -425,16 +434,8 @@ func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
 		return rpc.MustCBOR(api.GuardReply{OK: true}) // no copy, no hand-off: not known
 	})
 	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
-	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
-	holder := f.h.ID().String()
 	const key = "wf-test|0"
-	store := api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: f.ref(), Primary: peerRef(primary)}
-	if rep := f.guard(t, store); !rep.OK {
-		t.Fatalf("store refused: %+v", rep)
-	}
-	if err := f.h.Close(); err != nil { // the holder loses power
-		t.Fatal(err)
-	}
+	holder := backupWhoseHolderDies(t, nf, key, primary).h.ID().String()
 	select {
 	case m := <-told:
 		if m.Key != key || m.Attempt != 0 || !m.Rerouted {

@@ -422,10 +422,10 @@ func (s *stallStream) Write(b []byte) (int, error) {
 	return s.Stream.Write(b)
 }
 
-// TestMuxLateWriterLeavesTheSession: a request whose deadline passes
-// while another request's frame is being written gives up at its deadline
-// and leaves the session (and the frame being written) alone.
-func TestMuxLateWriterLeavesTheSession(t *testing.T) {
+// stallingMux is a mux to an echo server over a session whose next write
+// stalls once armed (until unstall is closed), with the session open.
+func stallingMux(t *testing.T) (*rpc.Mux, *countingHost, *stallStream) {
+	t.Helper()
 	client, server := pair(t)
 	var calls atomic.Int64
 	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
@@ -433,11 +433,19 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 	m := rpc.NewMux(&sessionHost{Host: client, wrap: func(st network.Stream) network.Stream {
 		return &stallStream{Stream: st, armed: sh.armed, stalled: sh.stalled, unstall: sh.unstall}
 	}}, 15*time.Second, nil)
-	defer m.Close()
-	ctx := context.Background()
-	if _, err := m.Call(ctx, server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
+	t.Cleanup(func() { m.Close() })
+	if _, err := m.Call(context.Background(), server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return m, server, sh
+}
+
+// TestMuxLateWriterLeavesTheSession: a request whose deadline passes
+// while another request's frame is being written gives up at its deadline
+// and leaves the session (and the frame being written) alone.
+func TestMuxLateWriterLeavesTheSession(t *testing.T) {
+	m, server, sh := stallingMux(t)
+	ctx := context.Background()
 	sh.armed.Store(true)
 	first := make(chan error, 1)
 	go func() {
@@ -474,18 +482,8 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 // its client's deadline while the origin asked a replica across a flapping
 // link (reliability-core "Left undone" 15).
 func TestMuxCallerLeavesItsStuckWrite(t *testing.T) {
-	client, server := pair(t)
-	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
-	sh := &stallStream{armed: new(atomic.Bool), stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
-	m := rpc.NewMux(&sessionHost{Host: client, wrap: func(st network.Stream) network.Stream {
-		return &stallStream{Stream: st, armed: sh.armed, stalled: sh.stalled, unstall: sh.unstall}
-	}}, 15*time.Second, nil)
-	defer m.Close()
+	m, server, sh := stallingMux(t)
 	ctx := context.Background()
-	if _, err := m.Call(ctx, server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	sh.armed.Store(true)
 	// The stall ends by itself after 5 s, so that a request that waits
 	// for its stuck write fails this test instead of hanging it.
