@@ -172,7 +172,11 @@
 //     re-routed, the sender handed the step to the receiver again (G8),
 //     and the receiver ran it 11 s after the re-routed chain had handed
 //     it on. A primary that cannot be reached, or that knows nothing and
-//     hands nothing on, is stood in for as before.
+//     hands nothing on, is stood in for as before. Likewise a primary
+//     whose copy is of an older attempt than the backup's (it is
+//     re-routing the step to the backup's holder and has not heard the
+//     ack) is not followed back to the old holder: the backup watches its
+//     own holder again.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -945,6 +949,13 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		return Ready{Persist: PersistSave, Reroute: g.order(e.Why)}
 	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)
+	case r.Attempt < g.copy.Attempt:
+		// The primary knows only an older attempt: it is re-routing the
+		// step to this copy's holder (who recruited this backup) and has
+		// not heard its ack yet — G15 at a re-route. Following it back to
+		// the old holder would, were the primary gone next, re-route from
+		// the old attempt a second chain of this one's attempt number.
+		return Ready{Watch: []pack.Peer{g.copy.Holder}}
 	case r.Holder.ID != e.Silent || r.Attempt > g.copy.Attempt:
 		// The primary re-routed: follow the new holder.
 		g.copy.Holder, g.copy.Attempt = r.Holder, r.Attempt
