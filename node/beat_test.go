@@ -361,14 +361,7 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	const key = "wf-test|0"
 	f := backupWhoseHolderDies(t, nf, key, primary)
 	lines.waitFor(t, "msg=re-routing", "key="+key, "attempt=1")
-	select {
-	case m := <-told:
-		if m.Key != key || m.Attempt != 0 || !m.Rerouted {
-			t.Fatalf("the primary was told %+v, want attempt 0 of %s released as re-routed", m, key)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the primary that kept no copy was never told of the backup's re-route")
-	}
+	awaitReroutedNotice(t, told, key, 30*time.Second, "the primary that kept no copy was never told of the backup's re-route")
 	// Before it re-routed, the backup asked the primary as a co-guardian
 	// deciding a re-route of the holder's attempt 0 (G13).
 	holder := f.h.ID().String()
@@ -398,6 +391,21 @@ func backupWhoseHolderDies(t *testing.T, nf api.NodeFile, key string, primary ho
 		t.Fatal(err)
 	}
 	return f
+}
+
+// awaitReroutedNotice waits up to within for the release the primary is
+// told of when a backup re-routes key (attempt 0, marked re-routed: G7),
+// and fails with missing if none comes.
+func awaitReroutedNotice(t *testing.T, told <-chan api.GuardRelease, key string, within time.Duration, missing string) {
+	t.Helper()
+	select {
+	case m := <-told:
+		if m.Key != key || m.Attempt != 0 || !m.Rerouted {
+			t.Fatalf("the primary was told %+v, want attempt 0 of %s released as re-routed", m, key)
+		}
+	case <-time.After(within):
+		t.Fatal(missing)
+	}
 }
 
 // TestBackupWaitsForAPrimaryHandingTheStep is guard invariant G15 at a
@@ -436,14 +444,7 @@ func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
 	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
 	const key = "wf-test|0"
 	holder := backupWhoseHolderDies(t, nf, key, primary).h.ID().String()
-	select {
-	case m := <-told:
-		if m.Key != key || m.Attempt != 0 || !m.Rerouted {
-			t.Fatalf("the primary was told %+v, want attempt 0 of %s released as re-routed", m, key)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the backup never re-routed after the primary stopped handing the step on")
-	}
+	awaitReroutedNotice(t, told, key, 60*time.Second, "the backup never re-routed after the primary stopped handing the step on")
 	// The re-route came after the primary's answers that it was handing
 	// the step on, not after the first of them.
 	if n := asked.Load(); n <= handingAnswers {

@@ -273,7 +273,7 @@ func (s *muxSession) open(ctx context.Context) {
 	if err != nil {
 		s.openErr, s.err = err, errNotSent
 	} else if s.err != nil {
-		_ = st.Reset() // the mux closed while it opened
+		resetStream(st) // the mux closed while it opened
 		s.openErr = s.err
 		err = s.err
 	}
@@ -443,9 +443,7 @@ func (s *muxSession) closeIfDrained() {
 	st := s.st
 	s.mu.Unlock()
 	if drained {
-		// Not waited for: on a stuck connection a close waits for room
-		// in the connection's send queue, with no deadline (yamux).
-		go st.Close()
+		closeStream(st)
 	}
 }
 
@@ -464,7 +462,7 @@ func (s *muxSession) fail(err error) {
 	s.mu.Unlock()
 	s.m.drop(s)
 	if st != nil {
-		go st.Reset() // not waited for, as in closeIfDrained
+		resetStream(st)
 	}
 	for _, ch := range pending {
 		ch <- muxAnswer{err: err}
@@ -527,7 +525,7 @@ func (s *muxSession) idleLoop() {
 		}
 		if idle {
 			s.m.drop(s)
-			_ = s.st.Close()
+			closeStream(s.st)
 			return
 		}
 	}
@@ -557,14 +555,14 @@ func (m *Mux) serveSession(st network.Stream) {
 		defer wmu.Unlock()
 		_ = st.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := st.Write(frame); err != nil {
-			_ = st.Reset()
+			resetStream(st)
 		}
 	}
 	slots := make(chan struct{}, muxMaxConcurrent)
 	var running sync.WaitGroup
 	defer func() {
 		running.Wait()
-		_ = st.Close()
+		closeStream(st)
 	}()
 	for {
 		// A session the caller no longer uses is closed by it (linger);
@@ -573,18 +571,18 @@ func (m *Mux) serveSession(st network.Stream) {
 		frame, err := pack.ReadFrame(r, MaxMuxPayload+2*varint.MaxLenUvarint63+256)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				_ = st.Reset()
+				resetStream(st)
 			}
 			return
 		}
 		id, n, err := varint.FromUvarint(frame)
 		if err != nil {
-			_ = st.Reset()
+			resetStream(st)
 			return
 		}
 		plen, k, err := varint.FromUvarint(frame[n:])
 		if err != nil || uint64(len(frame)-n-k) < plen {
-			_ = st.Reset()
+			resetStream(st)
 			return
 		}
 		proto := string(frame[n+k : n+k+int(plen)])
@@ -611,3 +609,12 @@ func (m *Mux) serveSession(st network.Stream) {
 		}()
 	}
 }
+
+// closeStream and resetStream end a session's stream without waiting: on
+// a connection stuck by a cut link (it looks open while TCP backs off),
+// yamux makes a close or a reset wait for room in the connection's send
+// queue with no deadline, and neither a caller nor a server's answer may
+// wait for that.
+func closeStream(st network.Stream) { go st.Close() }
+
+func resetStream(st network.Stream) { go st.Reset() }
