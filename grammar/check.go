@@ -22,9 +22,12 @@ func Check(w *Workflow, lim Limits) error {
 // checker walks a tree once, tracking which output labels are available to
 // guards (avail, with an undo stack for leaving branches).
 type checker struct {
-	sink     *errorSink
-	lim      Limits
-	code     bool // tree built in code: also check what the parser guarantees
+	sink *errorSink
+	lim  Limits
+	code bool // tree built in code: also check what the parser guarantees
+	// residual: the tree is what is left of a checked workflow, so labels
+	// produced before it count as available (ParseResidual).
+	residual bool
 	services int
 	avail    map[string]int
 	stack    []string
@@ -248,7 +251,7 @@ func (c *checker) guard(a *Arm) {
 			return
 		}
 	}
-	known := func(l string) bool { return c.avail[l] > 0 }
+	known := func(l string) bool { return c.residual || c.avail[l] > 0 }
 	if _, err := compileGuard(a.Guard, known, c.labels); err != nil {
 		c.sink.add(a.Pos, "%v", err)
 	}

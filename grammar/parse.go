@@ -43,6 +43,23 @@ func ParseWithLimits(filename string, src []byte, lim Limits) (*Workflow, error)
 // ParseFile parses and checks a workflow and keeps its comments for
 // FormatFile.
 func ParseFile(filename string, src []byte, lim Limits) (*File, error) {
+	return parseFile(filename, src, lim, false)
+}
+
+// ParseResidual parses a residual workflow: what is left of a checked
+// workflow after some of its steps ran (a join's stored branches and
+// continuation). Its guards and reads may name labels produced by steps no
+// longer in it, so names are not checked against what it produces itself;
+// every other check runs as in Parse, with DefaultLimits.
+func ParseResidual(filename string, src []byte) (*Workflow, error) {
+	f, err := parseFile(filename, src, DefaultLimits(), true)
+	if err != nil {
+		return nil, err
+	}
+	return f.Workflow, nil
+}
+
+func parseFile(filename string, src []byte, lim Limits, residual bool) (*File, error) {
 	lim = lim.resolved()
 	sink := &errorSink{file: filename}
 	if exceeds(len(src), lim.MaxInputBytes) {
@@ -58,7 +75,7 @@ func ParseFile(filename string, src []byte, lim Limits) (*File, error) {
 	if w == nil {
 		return nil, sink.err()
 	}
-	c := &checker{sink: sink, lim: lim}
+	c := &checker{sink: sink, lim: lim, residual: residual}
 	c.run(w)
 	if err := sink.err(); err != nil {
 		return nil, err

@@ -253,3 +253,28 @@ var (
 	tt0 = Error{File: "f", Pos: Pos{Line: 1, Col: 1}, Msg: "one"}
 	tt1 = Error{File: "f", Pos: Pos{Line: 2, Col: 1}, Msg: "two"}
 )
+
+// A residual (a join's stored continuation) may name labels produced
+// before it; everything else is still checked.
+func TestParseResidualAcceptsEarlierLabels(t *testing.T) {
+	src := `CHOICE(IF(S1.ok && out["tile-index"] != nil) S4, ELSE S5) ENDCHOICE S6`
+	if _, err := Parse("whole", []byte(src)); err == nil {
+		t.Fatal("Parse must refuse a guard naming labels no step before it produces")
+	}
+	w, err := ParseResidual("rest", []byte(src))
+	if err != nil {
+		t.Fatalf("ParseResidual: %v", err)
+	}
+	if got := w.String(); got != src {
+		t.Errorf("residual = %q, want %q", got, src)
+	}
+	for _, bad := range []string{
+		`CHOICE(IF(S1.ok) S4) ENDCHOICE`,         // one arm
+		`CHOICE(IF(S1 +) S4, ELSE S5) ENDCHOICE`, // does not compile
+		`FORK(A, A) SYNC`,                        // one label from two branches
+	} {
+		if _, err := ParseResidual("rest", []byte(bad)); err == nil {
+			t.Errorf("ParseResidual(%q) accepted it", bad)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func fromBody(b *join.Body) (*grammar.Workflow, error) {
 	if b == nil {
 		return nil, nil
 	}
-	w, err := grammar.Parse("<residual>", []byte(b.Text))
+	w, err := grammar.ParseResidual("<residual>", []byte(b.Text))
 	if err != nil {
 		return nil, fmt.Errorf("stored workflow: %w", err)
 	}
