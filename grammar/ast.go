@@ -58,6 +58,7 @@ const (
 	AttrOnce    = "once"    // at-most-once: never re-run on unknown outcome: once=true
 	AttrOut     = "out"     // output label; defaults to the service name: out=tiles
 	AttrExpect  = "expect"  // expected run time, used for power-aware peer choice: expect=2m
+	AttrReads   = "reads"   // the earlier outputs the step reads: reads=(tiles, index), reads=()
 )
 
 // Service is a call of a named service, possibly with attributes.
@@ -292,6 +293,22 @@ func (s *Service) Label() string {
 		return v
 	}
 	return s.Name
+}
+
+// Reads returns the output labels the step declares it reads (reads=) and
+// whether it declares any: a step without the attribute reads every
+// earlier output on its path; with reads=() it reads none. The workflow
+// input is given to every step either way.
+func (s *Service) Reads() ([]string, bool) {
+	v, ok := s.Attr(AttrReads)
+	if !ok {
+		return nil, false
+	}
+	labels, msg := parseReads(v)
+	if msg != "" {
+		return nil, false
+	}
+	return labels, true
 }
 
 // Timeout is the per-attempt time limit (0 = the node's default).

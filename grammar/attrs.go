@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,10 +10,14 @@ import (
 
 // KnownAttrs lists the attribute keys a service may carry, in the order the
 // documentation presents them.
-var KnownAttrs = []string{AttrTimeout, AttrRetries, AttrBackoff, AttrOnce, AttrOut, AttrExpect}
+var KnownAttrs = []string{AttrTimeout, AttrRetries, AttrBackoff, AttrOnce, AttrOut, AttrExpect, AttrReads}
 
 // MaxRetries is the largest value of the retries attribute.
 const MaxRetries = 100
+
+// MaxReadsLen bounds the canonical text of a reads attribute, in bytes
+// (other attribute values are names, bounded like names).
+const MaxReadsLen = 4096
 
 func isKnownAttr(key string) bool {
 	for _, k := range KnownAttrs {
@@ -66,6 +71,16 @@ func canonicalAttr(key, val string) (string, string) {
 			return "", "out " + msg
 		}
 		return val, ""
+	case AttrReads:
+		labels, msg := parseReads(val)
+		if msg != "" {
+			return "", msg
+		}
+		canon := formatReads(labels)
+		if len(canon) > MaxReadsLen {
+			return "", fmt.Sprintf("reads is %d bytes long, exceeds the limit of %d", len(canon), MaxReadsLen)
+		}
+		return canon, ""
 	}
 	return "", fmt.Sprintf("unknown attribute %q (known: %s)", key, strings.Join(KnownAttrs, ", "))
 }
@@ -95,4 +110,37 @@ func checkName(s string) string {
 		}
 	}
 	return ""
+}
+
+// parseReads reads the value of a reads attribute: a parenthesised list of
+// output labels, "(a, b)" or "()", or a single label without parentheses.
+func parseReads(val string) ([]string, string) {
+	val = strings.TrimSpace(val)
+	inner, list := strings.CutPrefix(val, "(")
+	if list {
+		var closed bool
+		if inner, closed = strings.CutSuffix(inner, ")"); !closed {
+			return nil, fmt.Sprintf("reads must be a list of output labels such as (tiles, index) or (), found %q", val)
+		}
+	}
+	if strings.TrimSpace(inner) == "" && list {
+		return []string{}, ""
+	}
+	var labels []string
+	for _, l := range strings.Split(inner, ",") {
+		l = strings.TrimSpace(l)
+		if msg := checkName(l); msg != "" {
+			return nil, "reads " + msg
+		}
+		if slices.Contains(labels, l) {
+			return nil, fmt.Sprintf("reads names %q twice", l)
+		}
+		labels = append(labels, l)
+	}
+	return labels, ""
+}
+
+// formatReads is the canonical text of a reads list: "(a, b)".
+func formatReads(labels []string) string {
+	return "(" + strings.Join(labels, ", ") + ")"
 }

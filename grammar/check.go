@@ -127,6 +127,13 @@ func (c *checker) service(s *Service) {
 	if out, ok := s.Attr(AttrOut); ok && exceeds(len(out), c.lim.MaxNameLen) {
 		c.sink.add(s.Pos, "output label %s is %d bytes long, exceeds the limit of %d", short(out), len(out), c.lim.MaxNameLen)
 	}
+	if reads, ok := s.Reads(); ok && !c.residual {
+		for _, l := range reads {
+			if c.avail[l] == 0 {
+				c.sink.add(s.Pos, "%s reads %q, which no step before it produces%s", s.Name, l, knownHint(c.labels()))
+			}
+		}
+	}
 }
 
 // short quotes s, cutting it to a readable length.

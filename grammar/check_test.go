@@ -22,7 +22,7 @@ func TestCheckCodeBuilt(t *testing.T) {
 		{"bad name", seq(svc("a b")), `service name "a b" contains ' ' (allowed: letters, digits, '_', '-', '.')`},
 		{"keyword name", seq(svc("SYNC")), `service name "SYNC" is a reserved keyword`},
 		{"empty name", seq(svc("")), "service name is empty"},
-		{"unknown attr", seq(svc("A", Attr{"colour", "red"})), `A: unknown attribute "colour" (known: timeout, retries, backoff, once, out, expect)`},
+		{"unknown attr", seq(svc("A", Attr{"colour", "red"})), `A: unknown attribute "colour" (known: timeout, retries, backoff, once, out, expect, reads)`},
 		{"bad attr", seq(svc("A", Attr{AttrRetries, "-1"})), `A: retries must be an integer from 0 to 100, found "-1"`},
 		{"dup attr", seq(svc("A", Attr{AttrOnce, "true"}, Attr{AttrOnce, "false"})), "duplicate attribute once on A"},
 		{"bad out", seq(svc("A", Attr{AttrOut, "x y"})), `A: out name "x y" contains ' ' (allowed: letters, digits, '_', '-', '.')`},

@@ -53,6 +53,8 @@ func (g *gen) service() *Service {
 				v = []string{"true", "false"}[g.r.IntN(2)]
 			case AttrOut:
 				v = fmt.Sprintf("lbl-%d", g.n)
+			case AttrReads:
+				v = "()"
 			}
 			canon, msg := canonicalAttr(key, v)
 			if msg != "" {

@@ -280,10 +280,14 @@ func (p *parser) service() *Service {
 		}
 		p.next()
 		val := p.peek()
-		if val.typ != itemName {
+		switch val.typ {
+		case itemName:
+			p.next()
+		case itemLParen:
+			val = p.attrList(key.val, s.Name)
+		default:
 			p.unexpected(val, fmt.Sprintf("a value for attribute %s", key.val))
 		}
-		p.next()
 		switch canon, msg := canonicalAttr(key.val, val.val); {
 		case msg != "" && !isKnownAttr(key.val):
 			p.sink.add(key.pos, "%s", msg)
@@ -303,6 +307,34 @@ func (p *parser) service() *Service {
 			return s
 		default:
 			p.unexpected(t, `"," or "]" after attribute `+key.val)
+		}
+	}
+}
+
+// attrList parses a list value "(" [ NAME { "," NAME } ] ")" of attribute
+// key on service svc (reads=(tiles, index)) and returns it as one item at
+// the "(", its text "(a, b)" for canonicalAttr to check.
+func (p *parser) attrList(key, svc string) item {
+	open := p.next()
+	var names []string
+	if p.peek().typ == itemRParen {
+		p.next()
+		return item{typ: itemName, pos: open.pos, val: "()"}
+	}
+	for {
+		t := p.peek()
+		if t.typ != itemName {
+			p.unexpected(t, fmt.Sprintf("an output label in the %s list of %s", key, svc))
+		}
+		names = append(names, p.next().val)
+		switch t := p.peek(); t.typ {
+		case itemComma:
+			p.next()
+		case itemRParen:
+			p.next()
+			return item{typ: itemName, pos: open.pos, val: formatReads(names)}
+		default:
+			p.unexpected(t, fmt.Sprintf(`"," or ")" in the %s list of %s`, key, svc))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,7 +113,7 @@ func TestParseErrors(t *testing.T) {
 		{"one branch", "FORK(A) SYNC", `wf.bedwe:1:1: FORK needs at least 2 branches, found 1`},
 		{"one arm", "CHOICE(A B) ENDCHOICE", `wf.bedwe:1:1: CHOICE needs at least 2 arms, found 1`},
 		{"choice arm separator", "CHOICE(A; B) ENDCHOICE", `wf.bedwe:1:9: unexpected character ';'`},
-		{"unknown attr", "S1[foo=1]", `wf.bedwe:1:4: unknown attribute "foo" (known: timeout, retries, backoff, once, out, expect)`},
+		{"unknown attr", "S1[foo=1]", `wf.bedwe:1:4: unknown attribute "foo" (known: timeout, retries, backoff, once, out, expect, reads)`},
 		{"bad attr values", "S1[timeout=0s, retries=101,\nbackoff=5s..1s, once=yes]",
 			"wf.bedwe:1:12: timeout must be greater than zero, found \"0s\"\n" +
 				"wf.bedwe:1:24: retries must be an integer from 0 to 100, found \"101\"\n" +
@@ -127,6 +128,13 @@ func TestParseErrors(t *testing.T) {
 		{"attr trailing comma", "S1[timeout=3s,]", `wf.bedwe:1:15: expected attribute name in the attributes of S1, found "]"`},
 		{"attr missing equals", "S1[timeout 3s]", `wf.bedwe:1:12: expected "=" after attribute timeout, found "3s"`},
 		{"attr unclosed", "S1[timeout=3s S2", `wf.bedwe:1:15: expected "," or "]" after attribute timeout, found "S2"`},
+		{"reads unknown label", "A B[reads=(A, Z)]", `wf.bedwe:1:3: B reads "Z", which no step before it produces (available: A)`},
+		{"reads sibling branch", "FORK(A, B[reads=(A)]) SYNC", `wf.bedwe:1:9: B reads "A", which no step before it produces (no output labels are available here)`},
+		{"reads trailing comma", "A B[reads=(A,)]", `wf.bedwe:1:14: expected an output label in the reads list of B, found ")"`},
+		{"reads no comma", "A B[reads=(A A)]", `wf.bedwe:1:14: expected "," or ")" in the reads list of B, found "A"`},
+		{"reads twice", "A B[reads=(A, A)]", `wf.bedwe:1:11: reads names "A" twice`},
+		{"reads unclosed", "A B[reads=(A]", `wf.bedwe:1:13: expected "," or ")" in the reads list of B, found "]"`},
+		{"list for timeout", "A B[timeout=(A)]", `wf.bedwe:1:13: timeout must be a duration such as 30s, 500ms or 2m, found "(A)"`},
 		{"parallel label", "FORK(A, B C A) SYNC", `wf.bedwe:1:13: output label "A" is produced by parallel branches 1 and 2 of FORK at 1:1 (set out=... to tell them apart)`},
 		{"parallel out label", "FIRST(A[out=x], FORK(B[out=x], C) SYNC) ENDFIRST",
 			`wf.bedwe:1:22: output label "x" is produced by parallel branches 1 and 2 of FIRST at 1:1 (set out=... to tell them apart)`},
@@ -275,6 +283,40 @@ func TestParseResidualAcceptsEarlierLabels(t *testing.T) {
 	} {
 		if _, err := ParseResidual("rest", []byte(bad)); err == nil {
 			t.Errorf("ParseResidual(%q) accepted it", bad)
+		}
+	}
+}
+
+// reads= takes a list, "()" or a single label; its canonical form is the
+// parenthesised list, which parses back to the same tree.
+func TestParseReads(t *testing.T) {
+	for _, tt := range []struct{ src, canon string }{
+		{"A B C[reads=(A, B)]", "A B C[reads=(A, B)]"},
+		{"A B C[reads=( B ,A )]", "A B C[reads=(B, A)]"},
+		{"A B[reads=()]", "A B[reads=()]"},
+		{"A B[reads=A, timeout=1s]", "A B[reads=(A), timeout=1s]"},
+		{"A[out=x] FORK(B[reads=(x)], C) SYNC D[reads=(B, C, x)]", "A[out=x] FORK(B[reads=(x)], C) SYNC D[reads=(B, C, x)]"},
+	} {
+		w, err := Parse("wf", []byte(tt.src))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.src, err)
+		}
+		if got := w.String(); got != tt.canon {
+			t.Errorf("Parse(%q) = %q, want %q", tt.src, got, tt.canon)
+		}
+		again, err := Parse("wf", []byte(w.String()))
+		if err != nil || !again.Equal(w) {
+			t.Errorf("canonical %q does not parse back to the same tree: %v", w, err)
+		}
+	}
+	w, _ := Parse("wf", []byte("A B C[reads=(B, A)] D[reads=()] E"))
+	for i, want := range []struct {
+		labels   []string
+		declared bool
+	}{{nil, false}, {nil, false}, {[]string{"B", "A"}, true}, {[]string{}, true}, {nil, false}} {
+		got, declared := w.Steps[i].(*Service).Reads()
+		if declared != want.declared || !slices.Equal(got, want.labels) {
+			t.Errorf("step %d Reads() = %v, %v; want %v, %v", i, got, declared, want.labels, want.declared)
 		}
 	}
 }

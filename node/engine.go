@@ -431,6 +431,25 @@ func serviceAttrs(s *grammar.Service) map[string]string {
 	return out
 }
 
+// readOutputs is what step s is given of the earlier outputs: all of them,
+// or only the labels it declares with reads= (nil when it reads none).
+func readOutputs(s *grammar.Service, outputs map[string]json.RawMessage) map[string]json.RawMessage {
+	reads, declared := s.Reads()
+	if !declared {
+		return outputs
+	}
+	var out map[string]json.RawMessage
+	for _, l := range reads {
+		if v, ok := outputs[l]; ok {
+			if out == nil {
+				out = make(map[string]json.RawMessage, len(reads))
+			}
+			out[l] = v
+		}
+	}
+	return out
+}
+
 // headPath is the path of p's head step ("" when the head is not a
 // service: only the origin's first pack).
 func headPath(p *pack.Pack) string {
@@ -497,7 +516,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		Peer:           n.host.ID().String(),
 		Attrs:          serviceAttrs(head),
 		Input:          p.Input,
-		Outputs:        p.Outputs,
+		Outputs:        readOutputs(head, p.Outputs),
 	}
 	var trace []pack.TraceEntry
 	var lastErr error

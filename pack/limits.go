@@ -48,7 +48,8 @@ func DefaultLimits() Limits {
 // honest pack comes near them and peers must agree on them.
 const (
 	// MaxNameLen bounds service names, output labels, attribute keys and
-	// values, zones and outcomes, in bytes.
+	// values (but reads lists: grammar.MaxReadsLen), zones and outcomes, in
+	// bytes.
 	MaxNameLen = 256
 	// MaxIDLen bounds workflow IDs, join IDs and peer IDs, in bytes.
 	MaxIDLen = 128

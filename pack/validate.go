@@ -223,7 +223,11 @@ func (v *validator) service(s *grammar.Service) error {
 		if r, l := checkName(a.Key); r != "" {
 			return v.failAt(".attrs["+strconv.Itoa(i)+"].key", l, "attribute key %s", r)
 		}
-		if r, l := checkText(a.Value, MaxNameLen, "MaxNameLen", true); r != "" {
+		maxLen, limit := MaxNameLen, "MaxNameLen"
+		if a.Key == grammar.AttrReads {
+			maxLen, limit = grammar.MaxReadsLen, "grammar.MaxReadsLen"
+		}
+		if r, l := checkText(a.Value, maxLen, limit, true); r != "" {
 			return v.failAt(".attrs["+strconv.Itoa(i)+"].value", l, "attribute %s value %s", a.Key, r)
 		}
 	}

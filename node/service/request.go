@@ -27,7 +27,8 @@ type Request struct {
 	// Input is the workflow's input.
 	Input json.RawMessage `json:"input"`
 	// Outputs holds the outputs of earlier steps on this step's path, by
-	// output label.
+	// output label: all of them, or only those the step names with reads=
+	// (nil for reads=()).
 	Outputs map[string]json.RawMessage `json:"outputs"`
 	// Attrs are the step's attributes as written in the workflow
 	// (S1[timeout=2s] gives {"timeout": "2s"}); services may read them.
