@@ -209,6 +209,12 @@ type Config struct {
 	// of; a submission beyond it is refused as busy, with a message saying
 	// so. Zero: 4096.
 	MaxWorkflows int
+	// StashMin is how many bytes of outputs nobody ahead can name a pack
+	// must carry before its holder has the workflow's origin copies keep
+	// them and drops them from the pack it hands on (issue 14; only steps
+	// that declare reads= leave outputs nobody ahead can name). Zero:
+	// DefaultStashMin; negative: never.
+	StashMin int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -221,7 +227,11 @@ func DefaultMaxConcurrent() int { return max(16, 4*runtime.GOMAXPROCS(0)) }
 
 // Defaults of the queue and of the running workflows per origin.
 const (
-	DefaultQueueLength  = 64
+	DefaultQueueLength = 64
+	// DefaultStashMin is the default Config.StashMin: a stash costs a
+	// round trip and a journal write at each origin copy, so it is paid
+	// once for several hops' outputs.
+	DefaultStashMin     = 8 << 10
 	DefaultMaxWorkflows = 4096
 )
 
@@ -311,6 +321,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.StashMin == 0 {
+		c.StashMin = DefaultStashMin
 	}
 	if c.MaxConcurrent <= 0 {
 		c.MaxConcurrent = DefaultMaxConcurrent()

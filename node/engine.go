@@ -552,6 +552,9 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 			Path: head.Path, Service: head.Name, Peer: n.host.ID().String(), Zone: n.cfg.Zone,
 			Start: start.UTC(), End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeOK,
 		}
+		if l := head.Label(); l != head.Name {
+			entry.Label = l
+		}
 		if err == nil {
 			trace = append(trace, entry)
 			return out, trace, nil
@@ -816,7 +819,9 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// service, a cancelled workflow, a pack it rejects) is not the
 		// peer's failure; transport errors and internal errors are.
 		done(err == nil && (ack.OK || ack.Code != api.CodeInternal))
-		n.ev.Emit(handoffEvent(p, target, began, err, ack.OK, ack.Code))
+		ev := handoffEvent(p, target, began, err, ack.OK, ack.Code)
+		ev.Bytes = len(data)
+		n.ev.Emit(ev)
 		if err == nil {
 			if ack.OK {
 				n.tt.view.Alive(target.String())

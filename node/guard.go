@@ -1069,6 +1069,7 @@ var guardDecoders = map[string]func([]byte) (api.GuardRequest, error){
 	api.ProtoOriginReplica:  decodeGuard[api.OriginReplica],
 	api.ProtoOriginDone:     decodeGuard[api.OriginDone],
 	api.ProtoOriginStatus:   decodeGuard[api.OriginStatus],
+	api.ProtoOriginStash:    decodeGuard[api.OriginStash],
 }
 
 func decodeGuard[T api.GuardRequest](raw []byte) (api.GuardRequest, error) {
@@ -1150,7 +1151,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		return n.handbackOp(from, m)
 	case api.JoinReplica, api.JoinUpdate, api.JoinForwarded, api.JoinStatus, api.JoinHandover, api.JoinActor, api.JoinBranch:
 		return n.joinReplicaOp(from, m)
-	case api.OriginReplica, api.OriginDone, api.OriginStatus:
+	case api.OriginReplica, api.OriginDone, api.OriginStatus, api.OriginStash:
 		return n.originReplicaOp(from, m)
 	}
 	return api.GuardReply{Error: fmt.Sprintf("unknown reliability request %T", req)}

@@ -80,6 +80,7 @@ type metrics struct {
 	journalWrites  *prometheus.HistogramVec
 	streamsServed  *prometheus.CounterVec
 	muxRequests    *prometheus.CounterVec
+	stashes        *prometheus.CounterVec
 }
 
 // newMetrics makes the registry and registers everything but the node's
@@ -142,13 +143,17 @@ func newMetrics() *metrics {
 			Name: "bedwe_mux_requests_served_total",
 			Help: "Requests members sent this node on a shared session (" + rpc.ProtoMux + "), by protocol: each would be a stream of its own without it (bedwe_streams_served_total counts those).",
 		}, []string{"protocol"}),
+		stashes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bedwe_stashes_total",
+			Help: "Times this node asked a workflow's origin copies to keep outputs nobody ahead can name before dropping them from the pack it hands on, by outcome: ok (dropped), refused or error (kept in the pack).",
+		}, []string{"outcome"}),
 		streamsServed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bedwe_streams_served_total",
 			Help: "Streams a peer (or a client) opened to this node, by protocol ID, counted before the membership gate: what a hop costs in streams (bedwe bench's overhead experiment reads it).",
 		}, []string{"protocol"}),
 	}
 	reg.MustRegister(m.streamsServed, m.muxRequests, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
-		m.suspicions, m.spared, m.joinTakeovers, m.deliveries, m.completions, m.journalWrites)
+		m.suspicions, m.spared, m.joinTakeovers, m.deliveries, m.completions, m.journalWrites, m.stashes)
 	// Series that exist from the start, so a rate() sees the first one.
 	for _, o := range []string{events.OutcomeOK, events.OutcomeRefused, events.OutcomeError} {
 		m.handoffs.WithLabelValues(o)
@@ -192,6 +197,8 @@ func (m *metrics) observe(e events.Event) {
 		m.deliveries.WithLabelValues(staleLabel(e.Stale)).Inc()
 	case events.Completed:
 		m.completions.WithLabelValues(staleLabel(e.Stale)).Inc()
+	case events.Stashed:
+		m.stashes.WithLabelValues(e.Outcome).Inc()
 	}
 }
 

@@ -264,6 +264,9 @@ func (n *Node) applyOrigin(id string, rd origin.Ready) {
 			n.progress.drop(id)
 			n.log.Info("workflow finished", "workflow", id, "state", e.State.String(), "error", e.Error)
 		}
+		if len(e.Missing) > 0 {
+			n.log.Error("the result lacks stashed outputs this copy never stored", "workflow", id, "labels", e.Missing)
+		}
 	}
 	if tl := rd.TellReplicas; tl != nil {
 		for _, r := range tl.Peers {
@@ -540,6 +543,11 @@ func (n *Node) originReplicaOp(from peer.ID, req api.GuardRequest) api.GuardRepl
 			ev = origin.CompletionFromReplica{Msg: m.Completion, From: from.String(), At: time.Now().UTC()}
 		}
 		if _, err := n.stepOrigin(m.Key, ev); err != nil {
+			return api.GuardReply{Error: err.Error()}
+		}
+		return api.GuardReply{OK: true}
+	case api.OriginStash:
+		if _, err := n.stepOrigin(m.Key, origin.Stashed{Outputs: m.Outputs}); err != nil {
 			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}

@@ -84,6 +84,22 @@ type TraceEntry struct {
 	Outcome Outcome `cbor:"8,keyasint" json:"outcome"`
 	// Note explains a failure or why the attempt was superseded.
 	Note string `cbor:"9,keyasint,omitempty" json:"note,omitempty"`
+	// Label is the step's output label when it is not the service name
+	// (out=); see OutputLabel.
+	Label string `cbor:"10,keyasint,omitempty" json:"label,omitempty"`
+	// Stash, on an attempt that succeeded, is the digest of its output
+	// once that output left the pack: the workflow's origin copies keep
+	// it under (OutputLabel, Stash), and the origin puts it back into the
+	// result (see Droppable).
+	Stash string `cbor:"11,keyasint,omitempty" json:"stash,omitempty"`
+}
+
+// OutputLabel is the label the attempt's output is recorded under.
+func (e TraceEntry) OutputLabel() string {
+	if e.Label != "" {
+		return e.Label
+	}
+	return e.Service
 }
 
 // SettleKind says what a Settle item asks of its receiver.

@@ -396,6 +396,8 @@ func checkTrace(tr []TraceEntry, lim Limits) error {
 			{"zone", e.Zone, "MaxNameLen", MaxNameLen},
 			{"outcome", string(e.Outcome), "MaxNameLen", MaxNameLen},
 			{"note", e.Note, "MaxNoteLen", MaxNoteLen},
+			{"label", e.Label, "MaxNameLen", MaxNameLen},
+			{"stash", e.Stash, "MaxIDLen", MaxIDLen},
 		} {
 			if r, l := checkText(c.val, c.max, c.limit, true); r != "" {
 				return fail(field+"."+c.name, l, "%s %s", c.name, r)

@@ -80,6 +80,8 @@ type wireTrace struct {
 	Attempt int     `cbor:"7,keyasint"`
 	Outcome Outcome `cbor:"8,keyasint"`
 	Note    string  `cbor:"9,keyasint,omitempty"`
+	Label   string  `cbor:"10,keyasint,omitempty"`
+	Stash   string  `cbor:"11,keyasint,omitempty"`
 }
 
 // wireStep is the tagged union of grammar steps: K says which fields apply.
@@ -174,7 +176,7 @@ func toWire(p *Pack) (*wirePack, error) {
 				return nil, fmt.Errorf("trace[%d].end: %w", i, err)
 			}
 			w.Trace[i] = wireTrace{Path: e.Path, Service: e.Service, Peer: e.Peer, Zone: e.Zone,
-				Start: start, End: end, Attempt: e.Attempt, Outcome: e.Outcome, Note: e.Note}
+				Start: start, End: end, Attempt: e.Attempt, Outcome: e.Outcome, Note: e.Note, Label: e.Label, Stash: e.Stash}
 		}
 	}
 	if w.Deadline, err = timeToWire(p.Deadline); err != nil {
@@ -327,7 +329,7 @@ func fromWire(w *wirePack) (*Pack, error) {
 		for i, e := range w.Trace {
 			p.Trace[i] = TraceEntry{Path: e.Path, Service: e.Service, Peer: e.Peer, Zone: e.Zone,
 				Start: timeFromWire(e.Start), End: timeFromWire(e.End), Attempt: e.Attempt,
-				Outcome: e.Outcome, Note: e.Note}
+				Outcome: e.Outcome, Note: e.Note, Label: e.Label, Stash: e.Stash}
 		}
 	}
 	return p, nil

@@ -92,6 +92,7 @@ Examples:
 			&cli.IntFlag{Name: "max-concurrent", Usage: "run at most `N` steps at once (services may set a lower max_concurrent of their own); default 4 per CPU, at least 16", Value: node.DefaultMaxConcurrent()},
 			&cli.IntFlag{Name: "queue", Usage: "let at most `N` accepted steps wait for an execution slot beyond the --max-concurrent running; beyond that hand-offs are refused as busy and go to other peers", Value: node.DefaultQueueLength},
 			&cli.IntFlag{Name: "max-workflows", Usage: "be the origin of at most `N` running workflows; beyond it submissions are refused as busy", Value: node.DefaultMaxWorkflows},
+			&cli.IntFlag{Name: "stash-min", Usage: "once a pack carries `BYTES` of outputs that no step ahead reads (steps declare reads=), have the workflow's origin copies keep them and drop them from the pack handed on; 0: never", Value: node.DefaultStashMin},
 		},
 		Action: runNode,
 	})
@@ -190,6 +191,14 @@ func runNode(c *cli.Context) error {
 		} else {
 			*f.to = v
 		}
+	}
+	switch v := c.Int("stash-min"); {
+	case v < 0:
+		return cli.Exit(fmt.Sprintf("--stash-min %d: use 0 (never) or more", v), 1)
+	case v == 0:
+		cfg.StashMin = -1
+	default:
+		cfg.StashMin = v
 	}
 	cfg.Logger = logger
 	n, err := node.New(cfg)

@@ -29,6 +29,7 @@ const (
 	ProtoOriginReplica  = "/bedwe/origin/replica/1.0.0"
 	ProtoOriginDone     = "/bedwe/origin/done/1.0.0"
 	ProtoOriginStatus   = "/bedwe/origin/status/1.0.0"
+	ProtoOriginStash    = "/bedwe/origin/stash/1.0.0"
 )
 
 // GuardRequest is one request of the reliability protocols.
@@ -208,6 +209,17 @@ type OriginDone struct {
 type OriginStatus struct {
 	Key string `cbor:"1,keyasint"`
 }
+
+// OriginStash asks a copy of a workflow record to keep Outputs, which the
+// asking holder will drop from its pack once every copy has them
+// (node/origin O6).
+type OriginStash struct {
+	Key     string               `cbor:"1,keyasint"`
+	Outputs []pack.StashedOutput `cbor:"2,keyasint"`
+}
+
+// Protocol returns ProtoOriginStash.
+func (OriginStash) Protocol() string { return ProtoOriginStash }
 
 // Protocol returns ProtoGuardStore.
 func (GuardStore) Protocol() string { return ProtoGuardStore }

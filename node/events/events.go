@@ -70,6 +70,12 @@ const (
 	// OutcomeRefused (To answered no; Reason has its code) or OutcomeError
 	// (no answer: transport or protocol error); Seconds is the round trip.
 	Handoff = "hand-off"
+	// Stashed: this node dropped outputs nobody ahead can name from the
+	// pack of Step it hands on, after the workflow's origin copies stored
+	// them (Outcome OutcomeOK), or kept them because a copy did not
+	// (OutcomeRefused or OutcomeError; Reason says why); Seconds is the
+	// round trip, Branch the number of outputs.
+	Stashed = "stashed"
 )
 
 // Outcomes of StepRun and Handoff events.
@@ -100,6 +106,9 @@ type Event struct {
 	Reason   string    `json:"reason,omitempty"`
 	Outcome  string    `json:"outcome,omitempty"`
 	Seconds  float64   `json:"seconds,omitempty"`
+	// Bytes is the size of the encoded pack a Handoff offered to another
+	// peer (0 when the peer was this node: nothing was encoded).
+	Bytes int `json:"bytes,omitempty"`
 }
 
 // Log appends events to a file and passes them to an observer. A nil *Log

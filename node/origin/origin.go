@@ -50,6 +50,14 @@
 //     growing with history; a tombstone that ended before the tombstone
 //     cut-off ([Prune].Forget) is deleted. A running record, or a replica
 //     that still owes the primary its completion (O3), is never pruned.
+//   - O6 (stashed outputs come back): an output a holder dropped from its
+//     pack (pack.Droppable) was first stored by every copy (Stashed:
+//     written before it is answered, O2, and refused once the workflow
+//     ended, O4). The first completion puts every output its trace marks
+//     as stashed back into the result, by label and digest, so a chain's
+//     result never takes another chain's output (pack.Unstash); the stash
+//     is then dropped, the result holding it. A mark this copy has no
+//     output for is reported (Emit.Missing), never guessed.
 //
 // These serve I1 of package node (at most one live chain; no guardian
 // re-runs work of a finished workflow): guardians ask an origin before
@@ -61,6 +69,7 @@
 package origin
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -158,14 +167,22 @@ type Record struct {
 	// trace and recent attempts were dropped after the retention period
 	// (O5); it still says the workflow ended, and how.
 	Pruned bool `cbor:"7,keyasint,omitempty"`
+	// Stash keeps, while the workflow runs, the outputs its chains dropped
+	// from their packs (O6), by stashKey(label, digest).
+	Stash map[string]json.RawMessage `cbor:"8,keyasint,omitempty"`
 }
 
 func (r Record) clone() Record {
 	c := r
 	c.Replicas = slices.Clone(r.Replicas)
 	c.Status = cloneStatus(r.Status)
+	c.Stash = maps.Clone(r.Stash)
 	return c
 }
+
+// stashKey is the key of a stashed output: LABEL@DIGEST (labels never hold
+// '@').
+func stashKey(label, digest string) string { return label + "@" + digest }
 
 func cloneStatus(s api.Status) api.Status {
 	c := s
@@ -299,6 +316,9 @@ type Emit struct {
 	Ended bool
 	State State
 	Error string
+	// Missing lists the labels of stashed outputs the completion's trace
+	// marks that this copy does not have (O6; never expected: log it).
+	Missing []string
 }
 
 // Ready is what one step asks the node to do, in field order.
@@ -342,6 +362,10 @@ type Submitted struct {
 
 // ReplicaStored: a primary asks this peer to keep a replica of Record.
 type ReplicaStored struct{ Record Record }
+
+// Stashed: a holder asks this copy to keep outputs it will drop from its
+// pack (O6).
+type Stashed struct{ Outputs []pack.StashedOutput }
 
 // Progress: a step attempt ended (Entry is its trace entry).
 type Progress struct{ Entry pack.TraceEntry }
@@ -389,6 +413,7 @@ type Prune struct{ Before, Forget time.Time }
 func (Prune) isEvent()                 {}
 func (Submitted) isEvent()             {}
 func (ReplicaStored) isEvent()         {}
+func (Stashed) isEvent()               {}
 func (Progress) isEvent()              {}
 func (Completed) isEvent()             {}
 func (CompletionFromReplica) isEvent() {}
@@ -441,6 +466,25 @@ func (w *Workflow) Step(ev Event) Ready {
 		}
 		w.rec = e.Record.clone()
 		w.rec.Replica, w.rec.Replicas, w.rec.HandBack = true, nil, false
+		return Ready{Persist: w.persist(), Reply: &Reply{}}
+	case Stashed:
+		if !w.Exists() {
+			return w.unknown()
+		}
+		if !w.Running() {
+			return w.refuse("workflow " + w.id + " ended")
+		}
+		for _, o := range e.Outputs {
+			if pack.Digest(o.Value) != o.Digest {
+				return w.refuse(fmt.Sprintf("stashed output %s does not match its digest %s", o.Label, o.Digest))
+			}
+		}
+		if w.rec.Stash == nil {
+			w.rec.Stash = make(map[string]json.RawMessage, len(e.Outputs))
+		}
+		for _, o := range e.Outputs {
+			w.rec.Stash[stashKey(o.Label, o.Digest)] = o.Value
+		}
 		return Ready{Persist: w.persist(), Reply: &Reply{}}
 	case Progress:
 		if !w.Exists() {
@@ -515,6 +559,7 @@ func (w *Workflow) Step(ev Event) Ready {
 		if w.Running() {
 			st := &w.rec.Status
 			st.State, st.Finished, st.Error = api.StateCancelled, e.At, CancelError
+			w.rec.Stash = nil
 			rd.Persist = w.persist()
 			if w.Role() == RolePrimary {
 				// The replicas learn the end too: one asked while this
@@ -586,7 +631,13 @@ func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
 	default:
 		st.State, st.Error = api.StateFailed, msg.Error
 	}
-	st.Result = maps.Clone(msg.Outputs)
+	result, missing := pack.Unstash(msg.Outputs, msg.Trace, func(label, digest string) (json.RawMessage, bool) {
+		v, ok := w.rec.Stash[stashKey(label, digest)]
+		return v, ok
+	})
+	emit.Missing = missing
+	st.Result = maps.Clone(result)
+	w.rec.Stash = nil
 	st.Trace = slices.Clone(msg.Trace)
 	sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
 	st.StepsDone = 0

@@ -1,6 +1,7 @@
 package origin
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -52,12 +53,22 @@ func completion(a map[string]string) api.OriginMsg {
 	if chain == "" {
 		chain = "a"
 	}
+	stashed := map[string]bool{}
+	for _, s := range strings.Split(a["stashed"], ",") {
+		stashed[s] = true
+	}
 	if a["trace"] != "" {
 		steps := strings.Split(a["trace"], ",")
 		for i, s := range steps {
 			start := time.Date(2026, 11, 23, 9, 0, len(steps)-i, 0, time.UTC) // out of order
-			m.Trace = append(m.Trace, pack.TraceEntry{Path: s, Service: "S" + s, Start: start, Outcome: pack.OutcomeOK})
-			m.Outputs["S"+s] = json.RawMessage(`{"by":"` + chain + `"}`)
+			e := pack.TraceEntry{Path: s, Service: "S" + s, Start: start, Outcome: pack.OutcomeOK}
+			out := json.RawMessage(`{"by":"` + chain + `"}`)
+			if stashed[s] {
+				e.Stash = pack.Digest(out) // dropped from the pack (O6)
+			} else {
+				m.Outputs["S"+s] = out
+			}
+			m.Trace = append(m.Trace, e)
 		}
 	}
 	if a["settle"] != "" {
@@ -83,6 +94,18 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 			rec.Status.ID = "wf"
 		}
 		ev = ReplicaStored{Record: rec}
+	case "stash":
+		// stash steps=1,3 chain=a: outputs {"by":"a"} of S1 and S3.
+		var outs []pack.StashedOutput
+		for _, s := range strings.Split(a["steps"], ",") {
+			v := json.RawMessage(`{"by":"` + cmp.Or(a["chain"], "a") + `"}`)
+			d := pack.Digest(v)
+			if a["digest"] != "" {
+				d = a["digest"]
+			}
+			outs = append(outs, pack.StashedOutput{Label: "S" + s, Digest: d, Value: v})
+		}
+		ev = Stashed{Outputs: outs}
 	case "progress":
 		outcome := pack.OutcomeOK
 		if a["outcome"] != "" {
@@ -245,6 +268,9 @@ func ready(r Ready) string {
 		if e.Ended {
 			s += " ended=" + e.State.String()
 		}
+		if len(e.Missing) > 0 {
+			s += " missing=" + strings.Join(e.Missing, ",")
+		}
 		parts = append(parts, s+")")
 	}
 	return "do: " + strings.Join(parts, " ")
@@ -267,6 +293,9 @@ func state(w *Workflow) string {
 	}
 	if rec.Pruned {
 		s += " pruned"
+	}
+	if len(rec.Stash) > 0 {
+		s += fmt.Sprintf(" stash=%d", len(rec.Stash))
 	}
 	return s
 }

@@ -1,0 +1,141 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
+	"github.com/bedwe/bedwe/node/events"
+)
+
+// TestPackDropsOutputsNobodyAheadReads runs two workflows of 40 echo steps
+// that read nothing (reads=()) on three real nodes: in the first, nothing
+// ahead names the outputs, so holders have the origin copies keep them and
+// hand on packs without them (node/origin O6); in the second, a last step
+// that reads everything keeps them all in the pack. Both results hold
+// every step's own output, and the first workflow's packs on the wire stay
+// under a third of the second's.
+func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
+	dir := t.TempDir()
+	evFile := filepath.Join(dir, "events.jsonl")
+	network := "stash-" + filepath.Base(dir)
+	var nodes []api.NodeFile
+	// Node i runs the steps whose names start with "ABC"[i], so every
+	// hand-off crosses to another node and its pack is on the wire.
+	for i := range 3 {
+		cfg := testConfig(t, node.TestnetConfig(), fmt.Sprintf("version: 1\npatterns:\n  - {match: \"%c*\", kind: echo}\n", "ABC"[i]))
+		cfg.Network = network
+		cfg.Zone = fmt.Sprintf("z%d", i)
+		cfg.EventsFile = evFile
+		cfg.StashMin = 1024
+		if i > 0 {
+			cfg.Bootstrap = nodes[0].Addrs
+		}
+		nf, _ := runNode(t, cfg)
+		nodes = append(nodes, nf)
+	}
+	for _, nf := range nodes {
+		waitPeers(t, nf, len(nodes))
+	}
+	const steps = 40
+	name := func(i int) string { return fmt.Sprintf("%c%d", "ABC"[i%3], i) }
+	var seq []string
+	for i := 1; i <= steps; i++ {
+		seq = append(seq, name(i)+"[reads=()]")
+	}
+	last := name(steps + 1)
+	trimmed := strings.Join(seq, " ") + " " + last + "[reads=(" + name(1) + ")]" // the first output stays: the last step names it
+	kept := strings.Join(seq, " ") + " " + last                                  // the last step reads everything
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	run := func(src string) api.Status {
+		t.Helper()
+		// Each echo output repeats the input: 600 bytes an output.
+		st, err := cl.Submit(ctx, "wf", src, json.RawMessage(`{"x":"`+strings.Repeat("x", 600)+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final.State != api.StateSucceeded {
+			t.Fatalf("%s: state %s: %s", st.ID, final.State, final.Error)
+		}
+		return final
+	}
+	checkResult := func(st api.Status, lastSaw []string) {
+		t.Helper()
+		if len(st.Result) != steps+1 {
+			t.Errorf("%s: result has %d outputs, want %d", st.ID, len(st.Result), steps+1)
+		}
+		for i := 1; i <= steps+1; i++ {
+			var out struct {
+				Echo struct {
+					Step string `json:"step"`
+				} `json:"echo"`
+				Outputs []string `json:"outputs"`
+			}
+			label := name(i)
+			if err := json.Unmarshal(st.Result[label], &out); err != nil {
+				t.Errorf("%s: output of %s: %v", st.ID, label, err)
+				continue
+			}
+			if out.Echo.Step != strconv.Itoa(i-1) {
+				t.Errorf("%s: %s holds the output of step %q, want step %d", st.ID, label, out.Echo.Step, i-1)
+			}
+			if i == steps+1 && !slices.Equal(out.Outputs, lastSaw) {
+				t.Errorf("%s: %s was given %v, want %v", st.ID, label, out.Outputs, lastSaw)
+			}
+		}
+	}
+	a := run(trimmed)
+	checkResult(a, []string{name(1)})
+	b := run(kept)
+	var all []string
+	for i := 1; i <= steps; i++ {
+		all = append(all, name(i))
+	}
+	slices.Sort(all)
+	checkResult(b, all)
+
+	evs, err := events.Read(evFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxBytes := map[string]int{}
+	var stashes, stashed int
+	for _, e := range evs {
+		switch {
+		case e.Type == events.Handoff && e.Outcome == events.OutcomeOK:
+			maxBytes[e.Workflow] = max(maxBytes[e.Workflow], e.Bytes)
+		case e.Type == events.Stashed && e.Workflow == b.ID:
+			t.Errorf("%s: outputs stashed although its last step reads them all", b.ID)
+		case e.Type == events.Stashed && e.Outcome == events.OutcomeOK:
+			stashes++
+			stashed += e.Branch
+		}
+	}
+	if stashes == 0 || stashed < steps-10 {
+		t.Errorf("%s: %d stashes of %d outputs, want most of the %d outputs stashed", a.ID, stashes, stashed, steps)
+	}
+	t.Logf("largest pack handed to another node: %d bytes with stashing, %d without; %d stashes of %d outputs", maxBytes[a.ID], maxBytes[b.ID], stashes, stashed)
+	if maxBytes[b.ID] == 0 || maxBytes[a.ID]*3 > maxBytes[b.ID] {
+		t.Errorf("largest pack handed on: %d bytes with stashing, %d without; want well under", maxBytes[a.ID], maxBytes[b.ID])
+	}
+}
