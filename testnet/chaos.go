@@ -68,8 +68,22 @@ type ChaosOptions struct {
 	FlapFor time.Duration
 	// CutFor is how long the network scenarios keep a cut (default
 	// IsolateFor).
-	CutFor   time.Duration
+	CutFor time.Duration
+	// Reads runs chaosWorkflowReads instead of chaosWorkflow: every step
+	// declares reads=(), so on nodes started with a low --stash-min the
+	// holders have the origin copies keep the outputs and drop them from
+	// the packs they hand on (node/origin O6), and every result must still
+	// equal the fault-free one.
+	Reads    bool
 	Progress io.Writer
+}
+
+// workflow is the text the run submits.
+func (o *ChaosOptions) workflow() string {
+	if o.Reads {
+		return chaosWorkflowReads
+	}
+	return chaosWorkflow
 }
 
 // ChaosSummary is what a chaos run measured. Outputs are counted from the
@@ -120,6 +134,13 @@ type ChaosSummary struct {
 	// ChainsSuperseded is the number of reroute events of the run's
 	// workflows (a guardian re-sent a step with a new attempt).
 	ChainsSuperseded int `json:"chains_superseded"`
+	// Stashes counts the times a holder dropped outputs from the pack it
+	// handed on after the origin copies stored them (events.Stashed, ok;
+	// only with Reads and a low --stash-min).
+	Stashes int `json:"stashes,omitempty"`
+	// StashesKept counts the times it kept them because an origin copy
+	// did not store them (it was down).
+	StashesKept int `json:"stashes_kept,omitempty"`
 	// JoinTakeovers counts join copies that started acting in another's
 	// place (join-takeover events of the run's workflows).
 	JoinTakeovers int `json:"join_takeovers"`
@@ -173,6 +194,10 @@ type ChaosSummary struct {
 // hand-on (node/held H4). one* and quickI are echo builtins of
 // DefaultServices.
 const chaosWorkflow = `sleepA oneB[once=true] FORK(sleepC sleepD, sleepE oneF[once=true]) SYNC oneG[once=true] quickI sleepH`
+
+// chaosWorkflowReads is chaosWorkflow with reads=() on every step (the same
+// paths, labels and services).
+const chaosWorkflowReads = `sleepA[reads=()] oneB[once=true, reads=()] FORK(sleepC[reads=()] sleepD[reads=()], sleepE[reads=()] oneF[once=true, reads=()]) SYNC oneG[once=true, reads=()] quickI[reads=()] sleepH[reads=()]`
 
 // chaosOnceSteps are the paths of chaosWorkflow's at-most-once steps, and
 // chaosBranch0 the path prefix of its FORK's first branch.
@@ -265,7 +290,7 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	if err != nil {
 		return nil, fmt.Errorf("chaos: dial node %d: %w", entry, err)
 	}
-	expected, err := faultFree(ctx, cl, input, time.Minute)
+	expected, err := faultFree(ctx, cl, opts.workflow(), input, time.Minute)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("chaos: %w", err)
@@ -358,6 +383,7 @@ func (m *Manifest) Chaos(ctx context.Context, opts ChaosOptions) (*ChaosSummary,
 	c := CountExecutions(recs, tail.all, ids)
 	sum.Executions, sum.ExecutionsDuplicated, sum.OnceViolations, sum.ChainsSuperseded = c.Executions, c.Duplicated, c.OnceViolations, c.ChainsSuperseded
 	sum.JoinTakeovers = c.JoinTakeovers
+	sum.Stashes, sum.StashesKept = c.Stashes, c.StashesKept
 	sum.ExecutionDetails = c.Details
 	if n := unmarkedOnce(recs, r.wf); n > 0 {
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d invocations of at-most-once steps (paths %s) are recorded with once=false: once_violations cannot see them", n, strings.Join(chaosOnceSteps, ", ")))
@@ -387,8 +413,8 @@ func lostDetail(st *api.Status, timeout time.Duration) string {
 
 // faultFree runs the chaos workflow once, before any fault, and returns its
 // normalised result: what every chaos run must produce.
-func faultFree(ctx context.Context, cl *client.Client, input json.RawMessage, limit time.Duration) (map[string]string, error) {
-	st, err := cl.Submit(ctx, "chaos-fault-free.bedwe", chaosWorkflow, input)
+func faultFree(ctx context.Context, cl *client.Client, workflow string, input json.RawMessage, limit time.Duration) (map[string]string, error) {
+	st, err := cl.Submit(ctx, "chaos-fault-free.bedwe", workflow, input)
 	if err != nil {
 		return nil, fmt.Errorf("submit the fault-free run: %w", err)
 	}
@@ -513,7 +539,7 @@ type chaosRun struct {
 // submit submits one more chaos workflow to the entry node.
 func (r *chaosRun) submit(ctx context.Context) error {
 	began := time.Now()
-	st, err := r.cl.Submit(ctx, "chaos.bedwe", chaosWorkflow, r.input)
+	st, err := r.cl.Submit(ctx, "chaos.bedwe", r.opts.workflow(), r.input)
 	if err != nil {
 		return fmt.Errorf("chaos: submit at %s (answered after %s): %w", began.Sub(r.start).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), err)
 	}

@@ -59,6 +59,45 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// TestChaosStashed runs scenarios with chaosWorkflowReads on nodes that
+// stash every output nobody ahead reads (--stash-min 1): the origin
+// primary killed (the replica assembles the result from its stash),
+// consecutive holders, a zone. Besides TestChaos's assertions, every
+// workflow must have met stashes (holders dropped outputs after both
+// origin copies stored them, or kept them because a copy was down), at
+// least one scenario must have dropped outputs, and every result must
+// equal the fault-free one (which holds every output): the outputs that
+// left the packs came back.
+func TestChaosStashed(t *testing.T) {
+	dropped := 0
+	for _, scenario := range []string{"origin", "consecutive", "zone"} {
+		t.Run(scenario, func(t *testing.T) {
+			m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeFlags: []string{"--stash-min", "1"}})
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			sum, err := m.Chaos(ctx, testnet.ChaosOptions{
+				Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: 43, Reads: true,
+				Timeout: 2 * time.Minute, Progress: logWriter{t},
+			})
+			if err != nil {
+				t.Fatalf("chaos %s: %v", scenario, err)
+			}
+			out, _ := json.Marshal(sum)
+			t.Logf("chaos %s (stashed): %s", scenario, out)
+			for _, msg := range chaosFailures(sum) {
+				t.Error(msg)
+			}
+			if sum.Stashes+sum.StashesKept < sum.Completed {
+				t.Errorf("%d stashes (%d kept) for %d completed workflows: holders did not try to drop outputs", sum.Stashes, sum.StashesKept, sum.Completed)
+			}
+			dropped += sum.Stashes
+		})
+	}
+	if dropped == 0 {
+		t.Error("no scenario dropped an output from a pack")
+	}
+}
+
 // chaosFailures lists what a chaos summary shows went wrong.
 func chaosFailures(sum *testnet.ChaosSummary) []string {
 	var out []string

@@ -55,6 +55,13 @@ type ExecutionCounts struct {
 	// JoinTakeovers is the number of join-takeover events of the
 	// workflows (a join copy started acting in another's place).
 	JoinTakeovers int `json:"join_takeovers"`
+	// Stashes is the number of stashed events with outcome ok of the
+	// workflows (a holder dropped outputs from its pack after the origin
+	// copies stored them).
+	Stashes int `json:"stashes,omitempty"`
+	// StashesKept is the number of stashed events with another outcome (an
+	// origin copy did not store the outputs: the holder kept them).
+	StashesKept int `json:"stashes_kept,omitempty"`
 	// Details describes the duplicated executions and once violations (at
 	// most maxDetails lines).
 	Details []string `json:"details,omitempty"`
@@ -109,6 +116,12 @@ func CountExecutions(recs []Invocation, evs []events.Event, workflows []string) 
 			c.ChainsSuperseded++
 		case events.JoinTakeover:
 			c.JoinTakeovers++
+		case events.Stashed:
+			if e.Outcome == events.OutcomeOK {
+				c.Stashes++
+			} else {
+				c.StashesKept++
+			}
 		}
 	}
 	var mine []Invocation
