@@ -23,6 +23,7 @@ func chaosFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "flap-for", Usage: "how long the flap scenario kills and restarts", Value: 15 * time.Second},
 		&cli.DurationFlag{Name: "cut-for", Usage: "how long the network scenarios keep a cut before healing", Value: testnet.IsolateFor},
 		&cli.DurationFlag{Name: "for", Usage: "timetable scenario: how long to follow the timetable (0: until interrupted)"},
+		&cli.BoolFlag{Name: "reads", Usage: "give every step of the chaos workflow reads=() (it reads no earlier output), so nodes started with a low --stash-min drop outputs from the packs (the result must still equal the fault-free one)"},
 		outputFlag(),
 	}
 }
@@ -50,6 +51,9 @@ it runs) and the nodes' events files:
                           the holder died before handing on is not counted
    once_violations        invocations of an at-most-once step beyond its first
    chains_superseded      reroute events
+   stashes, stashes_kept  times a holder dropped outputs nobody ahead reads from its pack
+                          after the origin copies stored them, or kept them (a copy
+                          was down); only with --reads on nodes with a low --stash-min
    detection_ms_p50/p99   SIGKILL to the first suspect event naming the killed peer
 
 Scenarios:
@@ -155,7 +159,7 @@ func runChaos(c *cli.Context, m *testnet.Manifest) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	sum, err := m.Chaos(ctx, testnet.ChaosOptions{
-		Scenario: c.String("scenario"), Workflows: c.Int("workflows"), StepMillis: c.Int("step-ms"),
+		Scenario: c.String("scenario"), Workflows: c.Int("workflows"), StepMillis: c.Int("step-ms"), Reads: c.Bool("reads"),
 		Seed: c.Uint64("seed"), Timeout: c.Duration("timeout"), FlapFor: c.Duration("flap-for"), CutFor: c.Duration("cut-for"), Progress: os.Stderr,
 	})
 	if err != nil {
