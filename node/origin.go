@@ -547,7 +547,7 @@ func (n *Node) originReplicaOp(from peer.ID, req api.GuardRequest) api.GuardRepl
 		}
 		return api.GuardReply{OK: true}
 	case api.OriginStash:
-		if _, err := n.stepOrigin(m.Key, origin.Stashed{Outputs: m.Outputs}); err != nil {
+		if _, err := n.stepOrigin(m.Key, origin.Stashed{Outputs: m.Outputs, Trace: m.Trace}); err != nil {
 			return api.GuardReply{Error: err.Error()}
 		}
 		return api.GuardReply{OK: true}

@@ -15,6 +15,7 @@ import (
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/node/events"
+	"github.com/bedwe/bedwe/pack"
 )
 
 // TestPackDropsOutputsNobodyAheadReads runs two workflows of 40 echo steps
@@ -84,6 +85,19 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 		if len(st.Result) != steps+1 {
 			t.Errorf("%s: result has %d outputs, want %d", st.ID, len(st.Result), steps+1)
 		}
+		// The trace entries that left the packs are back, each step once.
+		ran := map[string]int{}
+		for _, e := range st.Trace {
+			if e.Outcome == pack.OutcomeStashed {
+				t.Errorf("%s: the result's trace still holds a stashed run %s", st.ID, e.Stash)
+			}
+			if e.Outcome == pack.OutcomeOK {
+				ran[e.Path]++
+			}
+		}
+		if st.StepsDone != steps+1 || len(ran) != steps+1 {
+			t.Errorf("%s: trace shows %d steps (steps done %d), want %d", st.ID, len(ran), st.StepsDone, steps+1)
+		}
 		for i := 1; i <= steps+1; i++ {
 			var out struct {
 				Echo struct {
@@ -119,7 +133,7 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	maxBytes := map[string]int{}
-	var stashes, stashed int
+	var stashes, stashed, runs int
 	for _, e := range evs {
 		switch {
 		case e.Type == events.Handoff && e.Outcome == events.OutcomeOK:
@@ -129,10 +143,13 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 		case e.Type == events.Stashed && e.Outcome == events.OutcomeOK:
 			stashes++
 			stashed += e.Branch
+			if e.Reason == "with trace" {
+				runs++
+			}
 		}
 	}
-	if stashes == 0 || stashed < steps-10 {
-		t.Errorf("%s: %d stashes of %d outputs, want most of the %d outputs stashed", a.ID, stashes, stashed, steps)
+	if stashes == 0 || stashed < steps-10 || runs == 0 {
+		t.Errorf("%s: %d stashes of %d outputs, %d with trace entries; want most of the %d outputs stashed, with trace entries", a.ID, stashes, stashed, runs, steps)
 	}
 	t.Logf("largest pack handed to another node: %d bytes with stashing, %d without; %d stashes of %d outputs", maxBytes[a.ID], maxBytes[b.ID], stashes, stashed)
 	if maxBytes[b.ID] == 0 || maxBytes[a.ID]*3 > maxBytes[b.ID] {

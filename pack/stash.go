@@ -143,3 +143,161 @@ func Unstash(outputs map[string]json.RawMessage, trace []TraceEntry, lookup func
 	}
 	return result, missing
 }
+
+// OutcomeStashed marks a trace entry that stands for a run of earlier
+// entries that left the pack (StashedTrace): Stash is their digest. Only
+// packs carry such entries; the origin expands them (ExpandTrace), so a
+// result's trace never shows one unless its run was lost.
+const OutcomeStashed Outcome = "stashed"
+
+// StashedTrace is a run of trace entries that left a pack, in trace order:
+// the workflow's origin copies keep Entries under Digest, and the pack
+// keeps one entry of outcome OutcomeStashed in their place (which a later
+// run may include in turn).
+type StashedTrace struct {
+	Digest  string       `cbor:"1,keyasint" json:"digest"`
+	Entries []TraceEntry `cbor:"2,keyasint" json:"entries"`
+}
+
+// Stash is what a holder asks the origin copies to keep before it hands on
+// a pack without it.
+type Stash struct {
+	Outputs []StashedOutput `cbor:"1,keyasint,omitempty" json:"outputs,omitempty"`
+	Trace   *StashedTrace   `cbor:"2,keyasint,omitempty" json:"trace,omitempty"`
+}
+
+// traceEntryBytes estimates an entry's share of an encoded pack.
+func traceEntryBytes(e TraceEntry) int {
+	return len(e.Path) + len(e.Service) + len(e.Peer) + len(e.Zone) + len(e.Note) + len(e.Label) + len(e.Stash) + 32
+}
+
+// PlanStash returns the pack to hand on instead of p and what the origin
+// copies must keep first, or (p, nil) when nothing is worth it: the
+// outputs that may leave (Droppable) and the trace entries that may, once
+// either weighs minBytes (trace entries also leave with outputs that do). Only a pack that delivers to the origin (no join
+// frames) stashes. A trace entry stays in the pack when something reads
+// it there: a re-routed attempt (Attempt > 0: its chain's Lineage), the
+// last entry (the learned run time) and the last one that succeeded (the
+// step the chain ran last), and, for every output still in the pack, the
+// last attempt that succeeded under its label (a later stash marks it).
+// The rest leave as one run, replaced by one OutcomeStashed entry.
+func (p *Pack) PlanStash(minBytes int) (*Pack, *Stash) {
+	if p == nil || len(p.Frames) > 0 {
+		return p, nil
+	}
+	outs := p.Droppable(minBytes)
+	traceBytes := 0
+	for _, e := range p.Trace {
+		traceBytes += traceEntryBytes(e)
+	}
+	if outs == nil && traceBytes < minBytes {
+		return p, nil
+	}
+	next := p
+	if outs != nil {
+		next = p.WithoutStashed(outs)
+	}
+	keep := make([]bool, len(next.Trace))
+	lastOK := map[string]int{}
+	for i, e := range next.Trace {
+		if e.Attempt > 0 {
+			keep[i] = true
+		}
+		if e.Outcome == OutcomeOK {
+			lastOK[e.OutputLabel()] = i
+		}
+	}
+	if n := len(next.Trace); n > 0 {
+		keep[n-1] = true
+	}
+	if i := lastIndex(next.Trace, func(e TraceEntry) bool { return e.Outcome == OutcomeOK }); i >= 0 {
+		keep[i] = true
+	}
+	for l := range next.Outputs {
+		if i, ok := lastOK[l]; ok {
+			keep[i] = true
+		}
+	}
+	var run []TraceEntry
+	runBytes := 0
+	for i, e := range next.Trace {
+		if !keep[i] {
+			run = append(run, e)
+			runBytes += traceEntryBytes(e)
+		}
+	}
+	var st *StashedTrace
+	// A run leaves once it weighs minBytes, or with outputs that leave
+	// anyway (the round trip is paid).
+	if len(run) > 1 && (runBytes >= minBytes || outs != nil) {
+		st = &StashedTrace{Digest: TraceDigest(run), Entries: run}
+	}
+	if outs == nil && st == nil {
+		return p, nil
+	}
+	if st != nil {
+		if next == p {
+			next = p.Clone()
+		}
+		trace := make([]TraceEntry, 0, len(next.Trace)-len(run)+1)
+		trace = append(trace, TraceEntry{Outcome: OutcomeStashed, Stash: st.Digest,
+			Start: run[0].Start, End: run[len(run)-1].End})
+		for i, e := range next.Trace {
+			if keep[i] {
+				trace = append(trace, e)
+			}
+		}
+		next.Trace = trace
+	}
+	return next, &Stash{Outputs: outs, Trace: st}
+}
+
+func lastIndex(trace []TraceEntry, ok func(TraceEntry) bool) int {
+	for i := len(trace) - 1; i >= 0; i-- {
+		if ok(trace[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TraceDigest names a run of trace entries: Digest of their JSON form.
+func TraceDigest(entries []TraceEntry) string {
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return "" // never: entries are plain data
+	}
+	return Digest(b)
+}
+
+// ExpandTrace replaces every OutcomeStashed entry of trace by the entries
+// lookup finds under its digest (expanded in turn, so a run that included
+// an earlier run's entry gives both back). It returns the digests lookup
+// did not find; their entries stay in place.
+func ExpandTrace(trace []TraceEntry, lookup func(digest string) ([]TraceEntry, bool)) ([]TraceEntry, []string) {
+	if !slices.ContainsFunc(trace, func(e TraceEntry) bool { return e.Outcome == OutcomeStashed }) {
+		return trace, nil
+	}
+	var missing []string
+	seen := map[string]bool{}
+	var expand func([]TraceEntry) []TraceEntry
+	expand = func(in []TraceEntry) []TraceEntry {
+		out := make([]TraceEntry, 0, len(in))
+		for _, e := range in {
+			if e.Outcome != OutcomeStashed {
+				out = append(out, e)
+				continue
+			}
+			run, ok := lookup(e.Stash)
+			if !ok || seen[e.Stash] {
+				missing = append(missing, e.Stash)
+				out = append(out, e)
+				continue
+			}
+			seen[e.Stash] = true
+			out = append(out, expand(run)...)
+		}
+		return out
+	}
+	return expand(trace), missing
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/bedwe/bedwe/grammar"
@@ -149,5 +150,117 @@ func TestDroppableWaitsForMinBytes(t *testing.T) {
 	}
 	if got := p.Droppable(27); got != nil {
 		t.Errorf("Droppable(27) = %v, want none", labelsOf(got))
+	}
+}
+
+// longPack is what the holder of step n hands on in a chain of n steps
+// S1..Sn that read nothing, ahead of T[reads=(S<keep>)]; step 3 was
+// re-routed once (an attempt-0 superseded entry, then attempt 1).
+func longPack(n, keep int) *Pack {
+	p := &Pack{WorkflowID: "wf-1", Origin: []Peer{peerA}, Sender: peerC, Outputs: map[string]json.RawMessage{}}
+	p.Workflow = seq(svc("T", strconv.Itoa(n), "reads", "(S"+strconv.Itoa(keep)+")"))
+	for i := 1; i <= n; i++ {
+		l := "S" + strconv.Itoa(i)
+		if i == 3 {
+			p.Trace = append(p.Trace, TraceEntry{Path: strconv.Itoa(i - 1), Service: l, Peer: "12D3KooWdead", Outcome: OutcomeSuperseded, Start: t0, End: t0})
+			p.Trace = append(p.Trace, TraceEntry{Path: strconv.Itoa(i - 1), Service: l, Peer: "12D3KooWpeer", Attempt: 1, Outcome: OutcomeOK, Start: t0, End: t0})
+		} else {
+			p.Trace = append(p.Trace, TraceEntry{Path: strconv.Itoa(i - 1), Service: l, Peer: "12D3KooWpeer", Outcome: OutcomeOK, Start: t0, End: t0})
+		}
+		p.Outputs[l] = json.RawMessage(`{"step":` + strconv.Itoa(i) + `}`)
+	}
+	return p
+}
+
+// PlanStash takes outputs and trace entries out of the pack; what it keeps
+// is what the pack reads (lineage, the last entries, the producers of the
+// outputs left), and the origin gets back the same trace and outputs.
+func TestPlanStashAndExpand(t *testing.T) {
+	p := longPack(30, 7)
+	wantOutputs := p.Clone().Outputs
+	next, s := p.PlanStash(64)
+	if s == nil || s.Trace == nil || len(s.Outputs) != 29 {
+		t.Fatalf("PlanStash = %+v, want 29 outputs and a run of trace entries", s)
+	}
+	if len(next.Outputs) != 1 || next.Outputs["S7"] == nil {
+		t.Fatalf("outputs left = %v, want S7 (named ahead)", next.Outputs)
+	}
+	if !reflect.DeepEqual(next.Lineage(), p.Lineage()) {
+		t.Errorf("lineage %v, want %v", next.Lineage(), p.Lineage())
+	}
+	if got, want := lastIndex(next.Trace, func(e TraceEntry) bool { return e.Outcome == OutcomeOK }), len(next.Trace)-1; got != want || next.Trace[got].Service != "S30" {
+		t.Errorf("last entry left is %+v, want S30's", next.Trace[len(next.Trace)-1])
+	}
+	var kept []string
+	for _, e := range next.Trace {
+		kept = append(kept, e.Service+"@"+strconv.Itoa(e.Attempt)+":"+string(e.Outcome))
+	}
+	if want := []string{"@0:stashed", "S3@1:ok", "S7@0:ok", "S30@0:ok"}; !slices.Equal(kept, want) {
+		t.Errorf("trace left = %v, want %v", kept, want)
+	}
+	// The origin expands and unstashes.
+	runs := map[string][]TraceEntry{s.Trace.Digest: s.Trace.Entries}
+	store := map[string]json.RawMessage{}
+	for _, o := range s.Outputs {
+		store[o.Label+"@"+o.Digest] = o.Value
+	}
+	// A second stash further on includes the first run's entry.
+	next.Trace = append(next.Trace, TraceEntry{Path: "30", Service: "T", Peer: "12D3KooWpeer", Outcome: OutcomeOK, Start: t0, End: t0})
+	next.Outputs["T"] = json.RawMessage(`{"t":1}`)
+	next.Workflow = seq(svc("U", "31", "reads", "()"))
+	final, s2 := next.PlanStash(1)
+	if s2 == nil || s2.Trace == nil {
+		t.Fatalf("second PlanStash = %+v", s2)
+	}
+	runs[s2.Trace.Digest] = s2.Trace.Entries
+	for _, o := range s2.Outputs {
+		store[o.Label+"@"+o.Digest] = o.Value
+	}
+	wantOutputs["T"] = json.RawMessage(`{"t":1}`)
+	trace, missingRuns := ExpandTrace(final.Trace, func(d string) ([]TraceEntry, bool) { r, ok := runs[d]; return r, ok })
+	if len(missingRuns) > 0 || len(trace) != len(p.Trace)+1 {
+		t.Fatalf("expanded %d entries (missing %v), want %d", len(trace), missingRuns, len(p.Trace)+1)
+	}
+	got, missing := Unstash(final.Outputs, trace, func(l, d string) (json.RawMessage, bool) { v, ok := store[l+"@"+d]; return v, ok })
+	if len(missing) > 0 || !reflect.DeepEqual(got, wantOutputs) {
+		t.Fatalf("result = %s (missing %v), want %s", got, missing, wantOutputs)
+	}
+	var services []string
+	for _, e := range trace {
+		services = append(services, e.Service+"@"+strconv.Itoa(e.Attempt))
+	}
+	var want []string
+	for _, e := range p.Trace {
+		want = append(want, e.Service+"@"+strconv.Itoa(e.Attempt))
+	}
+	want = append(want, "T@0")
+	slices.Sort(services)
+	slices.Sort(want)
+	if !slices.Equal(services, want) {
+		t.Errorf("expanded trace holds %v, want %v", services, want)
+	}
+	// A run the origin does not have is reported and left in place.
+	delete(runs, s.Trace.Digest)
+	if _, missingRuns := ExpandTrace(final.Trace, func(d string) ([]TraceEntry, bool) { r, ok := runs[d]; return r, ok }); !slices.Equal(missingRuns, []string{s.Trace.Digest}) {
+		t.Errorf("missing runs = %v, want the first run's digest", missingRuns)
+	}
+}
+
+func TestPlanStashWaitsForMinBytesAndKeepsBranches(t *testing.T) {
+	p := longPack(30, 7)
+	if next, s := p.PlanStash(1 << 20); s != nil || next != p {
+		t.Errorf("PlanStash(1 MiB) = %+v, want nothing", s)
+	}
+	p.Frames = []Frame{{JoinID: "j", Kind: FrameFork, Holders: []Peer{peerA}}}
+	if _, s := p.PlanStash(1); s != nil {
+		t.Errorf("a branch's pack stashed %+v", s)
+	}
+	// A workflow whose next step reads everything keeps its outputs, and
+	// the attempts that produced them (a later stash marks them): only a
+	// superseded attempt could leave, too little for a run.
+	q := longPack(30, 7)
+	q.Workflow = seq(svc("T", "30"))
+	if next, s := q.PlanStash(1); s != nil || next != q {
+		t.Errorf("PlanStash with a reader of everything ahead = %+v", s)
 	}
 }

@@ -81,6 +81,7 @@ BEDWE_TESTNET_PPROF=1 to serve Go's profiler at /debug/pprof/ on each node's --h
 					&cli.StringSliceFlag{Name: "zone-names", Usage: "zone `NAMES` (comma-separated or repeated) instead of z0, z1, ..."},
 					&cli.BoolFlag{Name: "netns", Usage: "run every node in a network namespace of its own on a bridge (root; see 'bedwe testnet partition', 'link')"},
 					&cli.StringFlag{Name: "subnet", Usage: "with --netns: private IPv4 `PREFIX` for the nodes and the host link", Value: testnet.DefaultSubnet},
+					&cli.StringSliceFlag{Name: "node-flag", Usage: "append `FLAG` to every node's command line, restarts included (repeat for each word: --node-flag=--stash-min --node-flag=1)"},
 				},
 				Action: func(c *cli.Context) error {
 					opts := testnet.Options{
@@ -88,6 +89,7 @@ BEDWE_TESTNET_PPROF=1 to serve Go's profiler at /debug/pprof/ on each node's --h
 						Announce: c.Duration("announce"), Progress: os.Stderr, Profile: c.String("profile"),
 						Schedule: c.String("schedule"), Routing: c.String("routing"),
 						Netns: c.Bool("netns"), Subnet: c.String("subnet"),
+						NodeFlags: c.StringSlice("node-flag"),
 					}
 					if c.IsSet("zones") || opts.Schedule == "" {
 						opts.Zones = c.Int("zones")

@@ -15,14 +15,22 @@
 # (BEDWE_TESTNET_PPROF) as
 # PREFIX.node-I.pprof. Run it on an otherwise quiet machine and alternate
 # the binaries being compared (docs/bench/notes.md).
+#
+# Environment: READS=1 gives every step reads=() (it reads no earlier
+# output: echo outputs stop growing, and outputs nobody ahead reads may
+# leave the pack, issue 14); NODE_FLAGS="--stash-min 0" (words) are
+# appended to every node's command line. The last line gives the largest
+# and the mean size of the packs handed to another node (events' bytes).
 set -euo pipefail
 BIN=$1; TAG=$2; N=${3:-8}; STEPS=${4:-200}; RUNS=${5:-5}; PROF=${6:-}
 D=$(mktemp -d /tmp/hop-$TAG-XXXX)
 "$BIN" bench --print-services > "$D.services.yaml"
 if [ -n "$PROF" ]; then export BEDWE_TESTNET_PPROF=1; fi
-"$BIN" testnet up --nodes "$N" --zones 4 --dir "$D" --services "$D.services.yaml" --announce 5s >"$D.up.log" 2>&1 || { echo "testnet up failed: $D.up.log"; exit 1; }
+nodeflags=(); for f in ${NODE_FLAGS:-}; do nodeflags+=("--node-flag=$f"); done
+"$BIN" testnet up --nodes "$N" --zones 4 --dir "$D" --services "$D.services.yaml" --announce 5s "${nodeflags[@]}" >"$D.up.log" 2>&1 || { echo "testnet up failed: $D.up.log"; exit 1; }
 trap '"$BIN" testnet down --dir "$D" >/dev/null 2>&1' EXIT
-wf="$D.wf.bedwe"; : > "$wf"; for i in $(seq 1 "$STEPS"); do printf 'n%d ' "$i" >> "$wf"; done; echo >> "$wf"
+attr=""; if [ -n "${READS:-}" ]; then attr="[reads=()]"; fi
+wf="$D.wf.bedwe"; : > "$wf"; for i in $(seq 1 "$STEPS"); do printf 'n%d%s ' "$i" "$attr" >> "$wf"; done; echo >> "$wf"
 sleep 15
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2],""))' "$1" "$2"; }
 pids=$(for f in "$D"/node-*/node.json; do field "$f" pid; done)
@@ -69,5 +77,21 @@ for k in sorted(set(a) | set(b)):
     d = b.get(k, 0) - a.get(k, 0)
     if d:
         print("  %-40s %7.2f per step" % (k, d / steps))
+PY
+python3 - "$D" <<'PY'
+import glob, json, sys
+sizes, stashes = [], 0
+for f in glob.glob(sys.argv[1] + "/node-*/events.jsonl"):
+    for line in open(f):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("type") == "hand-off" and e.get("bytes"):
+            sizes.append(e["bytes"])
+        elif e.get("type") == "stashed" and e.get("outcome") == "ok":
+            stashes += 1
+if sizes:
+    print("  packs handed to another node: largest %d bytes, mean %d bytes; %d stashes" % (max(sizes), sum(sizes) / len(sizes), stashes))
 PY
 wait

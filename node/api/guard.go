@@ -210,12 +210,13 @@ type OriginStatus struct {
 	Key string `cbor:"1,keyasint"`
 }
 
-// OriginStash asks a copy of a workflow record to keep Outputs, which the
-// asking holder will drop from its pack once every copy has them
-// (node/origin O6).
+// OriginStash asks a copy of a workflow record to keep Outputs and a run
+// of trace entries (Trace), which the asking holder will drop from its
+// pack once every copy has them (node/origin O6).
 type OriginStash struct {
 	Key     string               `cbor:"1,keyasint"`
-	Outputs []pack.StashedOutput `cbor:"2,keyasint"`
+	Outputs []pack.StashedOutput `cbor:"2,keyasint,omitempty"`
+	Trace   *pack.StashedTrace   `cbor:"3,keyasint,omitempty"`
 }
 
 // Protocol returns ProtoOriginStash.

@@ -74,7 +74,8 @@ const (
 	// pack of Step it hands on, after the workflow's origin copies stored
 	// them (Outcome OutcomeOK), or kept them because a copy did not
 	// (OutcomeRefused or OutcomeError; Reason says why); Seconds is the
-	// round trip, Branch the number of outputs.
+	// round trip, Branch the number of outputs, Reason "with trace" when a
+	// run of trace entries left too.
 	Stashed = "stashed"
 )
 

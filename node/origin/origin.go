@@ -50,14 +50,15 @@
 //     growing with history; a tombstone that ended before the tombstone
 //     cut-off ([Prune].Forget) is deleted. A running record, or a replica
 //     that still owes the primary its completion (O3), is never pruned.
-//   - O6 (stashed outputs come back): an output a holder dropped from its
-//     pack (pack.Droppable) was first stored by every copy (Stashed:
-//     written before it is answered, O2, and refused once the workflow
-//     ended, O4). The first completion puts every output its trace marks
-//     as stashed back into the result, by label and digest, so a chain's
-//     result never takes another chain's output (pack.Unstash); the stash
-//     is then dropped, the result holding it. A mark this copy has no
-//     output for is reported (Emit.Missing), never guessed.
+//   - O6 (stashed outputs come back): an output or a run of trace entries
+//     a holder dropped from its pack (pack.PlanStash) was first stored by
+//     every copy (Stashed: written before it is answered, O2, and refused
+//     once the workflow ended, O4). The first completion expands every
+//     run its trace names (pack.ExpandTrace) and puts every output the
+//     trace marks as stashed back into the result, by label and digest, so
+//     a chain's result never takes another chain's output (pack.Unstash);
+//     the stash is then dropped, the result holding it. A mark or a run
+//     this copy has nothing for is reported (Emit.Missing), never guessed.
 //
 // These serve I1 of package node (at most one live chain; no guardian
 // re-runs work of a finished workflow): guardians ask an origin before
@@ -168,8 +169,10 @@ type Record struct {
 	// (O5); it still says the workflow ended, and how.
 	Pruned bool `cbor:"7,keyasint,omitempty"`
 	// Stash keeps, while the workflow runs, the outputs its chains dropped
-	// from their packs (O6), by stashKey(label, digest).
-	Stash map[string]json.RawMessage `cbor:"8,keyasint,omitempty"`
+	// from their packs (O6), by stashKey(label, digest), and StashTrace
+	// the runs of trace entries they dropped, by digest.
+	Stash      map[string]json.RawMessage   `cbor:"8,keyasint,omitempty"`
+	StashTrace map[string][]pack.TraceEntry `cbor:"9,keyasint,omitempty"`
 }
 
 func (r Record) clone() Record {
@@ -177,6 +180,7 @@ func (r Record) clone() Record {
 	c.Replicas = slices.Clone(r.Replicas)
 	c.Status = cloneStatus(r.Status)
 	c.Stash = maps.Clone(r.Stash)
+	c.StashTrace = maps.Clone(r.StashTrace) // runs are never changed in place
 	return c
 }
 
@@ -363,9 +367,12 @@ type Submitted struct {
 // ReplicaStored: a primary asks this peer to keep a replica of Record.
 type ReplicaStored struct{ Record Record }
 
-// Stashed: a holder asks this copy to keep outputs it will drop from its
-// pack (O6).
-type Stashed struct{ Outputs []pack.StashedOutput }
+// Stashed: a holder asks this copy to keep outputs and a run of trace
+// entries it will drop from its pack (O6).
+type Stashed struct {
+	Outputs []pack.StashedOutput
+	Trace   *pack.StashedTrace
+}
 
 // Progress: a step attempt ended (Entry is its trace entry).
 type Progress struct{ Entry pack.TraceEntry }
@@ -479,11 +486,20 @@ func (w *Workflow) Step(ev Event) Ready {
 				return w.refuse(fmt.Sprintf("stashed output %s does not match its digest %s", o.Label, o.Digest))
 			}
 		}
-		if w.rec.Stash == nil {
-			w.rec.Stash = make(map[string]json.RawMessage, len(e.Outputs))
+		if t := e.Trace; t != nil && pack.TraceDigest(t.Entries) != t.Digest {
+			return w.refuse(fmt.Sprintf("stashed trace entries do not match their digest %s", t.Digest))
 		}
 		for _, o := range e.Outputs {
+			if w.rec.Stash == nil {
+				w.rec.Stash = make(map[string]json.RawMessage, len(e.Outputs))
+			}
 			w.rec.Stash[stashKey(o.Label, o.Digest)] = o.Value
+		}
+		if t := e.Trace; t != nil {
+			if w.rec.StashTrace == nil {
+				w.rec.StashTrace = map[string][]pack.TraceEntry{}
+			}
+			w.rec.StashTrace[t.Digest] = slices.Clone(t.Entries)
 		}
 		return Ready{Persist: w.persist(), Reply: &Reply{}}
 	case Progress:
@@ -559,7 +575,7 @@ func (w *Workflow) Step(ev Event) Ready {
 		if w.Running() {
 			st := &w.rec.Status
 			st.State, st.Finished, st.Error = api.StateCancelled, e.At, CancelError
-			w.rec.Stash = nil
+			w.rec.Stash, w.rec.StashTrace = nil, nil
 			rd.Persist = w.persist()
 			if w.Role() == RolePrimary {
 				// The replicas learn the end too: one asked while this
@@ -631,14 +647,21 @@ func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
 	default:
 		st.State, st.Error = api.StateFailed, msg.Error
 	}
-	result, missing := pack.Unstash(msg.Outputs, msg.Trace, func(label, digest string) (json.RawMessage, bool) {
+	trace, missingRuns := pack.ExpandTrace(msg.Trace, func(digest string) ([]pack.TraceEntry, bool) {
+		run, ok := w.rec.StashTrace[digest]
+		return run, ok
+	})
+	result, missing := pack.Unstash(msg.Outputs, trace, func(label, digest string) (json.RawMessage, bool) {
 		v, ok := w.rec.Stash[stashKey(label, digest)]
 		return v, ok
 	})
+	for _, d := range missingRuns {
+		missing = append(missing, "trace:"+d)
+	}
 	emit.Missing = missing
 	st.Result = maps.Clone(result)
-	w.rec.Stash = nil
-	st.Trace = slices.Clone(msg.Trace)
+	w.rec.Stash, w.rec.StashTrace = nil, nil
+	st.Trace = slices.Clone(trace)
 	sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
 	st.StepsDone = 0
 	for _, e := range st.Trace {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,28 +54,62 @@ func completion(a map[string]string) api.OriginMsg {
 	if chain == "" {
 		chain = "a"
 	}
-	stashed := map[string]bool{}
-	for _, s := range strings.Split(a["stashed"], ",") {
-		stashed[s] = true
-	}
-	if a["trace"] != "" {
-		steps := strings.Split(a["trace"], ",")
-		for i, s := range steps {
-			start := time.Date(2026, 11, 23, 9, 0, len(steps)-i, 0, time.UTC) // out of order
-			e := pack.TraceEntry{Path: s, Service: "S" + s, Start: start, Outcome: pack.OutcomeOK}
-			out := json.RawMessage(`{"by":"` + chain + `"}`)
-			if stashed[s] {
-				e.Stash = pack.Digest(out) // dropped from the pack (O6)
-			} else {
-				m.Outputs["S"+s] = out
-			}
-			m.Trace = append(m.Trace, e)
+	trace, run := traceOf(a)
+	for _, e := range trace {
+		if e.Stash == "" {
+			m.Outputs[e.Service] = json.RawMessage(`{"by":"` + chain + `"}`)
 		}
+	}
+	if run != nil {
+		// The run's entries left the pack: one stashed entry stands for them.
+		m.Trace = append(m.Trace, pack.TraceEntry{Outcome: pack.OutcomeStashed, Stash: run.Digest})
+		for _, e := range trace {
+			if !slices.ContainsFunc(run.Entries, func(r pack.TraceEntry) bool { return r.Path == e.Path }) {
+				m.Trace = append(m.Trace, e)
+			}
+		}
+	} else {
+		m.Trace = trace
 	}
 	if a["settle"] != "" {
 		m.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf|last", Attempt: 0, Peers: script.Peers(a["settle"])}}
 	}
 	return m
+}
+
+// traceOf builds the trace of trace=1,2 (each step's output {"by":"<chain>"};
+// stashed=1 marks step 1's output as dropped from the pack, O6) and, with
+// run=1,2, the run of those steps' entries that left the pack.
+func traceOf(a map[string]string) ([]pack.TraceEntry, *pack.StashedTrace) {
+	chain := cmp.Or(a["chain"], "a")
+	stashed := map[string]bool{}
+	for _, s := range strings.Split(a["stashed"], ",") {
+		stashed[s] = true
+	}
+	var trace []pack.TraceEntry
+	if a["trace"] != "" {
+		steps := strings.Split(a["trace"], ",")
+		for i, s := range steps {
+			start := time.Date(2026, 11, 23, 9, 0, len(steps)-i, 0, time.UTC) // out of order
+			e := pack.TraceEntry{Path: s, Service: "S" + s, Start: start, Outcome: pack.OutcomeOK}
+			if stashed[s] {
+				e.Stash = pack.Digest(json.RawMessage(`{"by":"` + chain + `"}`))
+			}
+			trace = append(trace, e)
+		}
+	}
+	if a["run"] == "" {
+		return trace, nil
+	}
+	var run []pack.TraceEntry
+	for _, s := range strings.Split(a["run"], ",") {
+		for _, e := range trace {
+			if e.Path == s {
+				run = append(run, e)
+			}
+		}
+	}
+	return trace, &pack.StashedTrace{Digest: pack.TraceDigest(run), Entries: run}
 }
 
 // apply runs one command and renders what the machine said and its state.
@@ -95,9 +130,13 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 		}
 		ev = ReplicaStored{Record: rec}
 	case "stash":
-		// stash steps=1,3 chain=a: outputs {"by":"a"} of S1 and S3.
+		// stash steps=1,3 chain=a: outputs {"by":"a"} of S1 and S3; with
+		// trace=... run=... (as complete's) also that run of entries.
 		var outs []pack.StashedOutput
 		for _, s := range strings.Split(a["steps"], ",") {
+			if s == "" {
+				continue
+			}
 			v := json.RawMessage(`{"by":"` + cmp.Or(a["chain"], "a") + `"}`)
 			d := pack.Digest(v)
 			if a["digest"] != "" {
@@ -105,7 +144,11 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 			}
 			outs = append(outs, pack.StashedOutput{Label: "S" + s, Digest: d, Value: v})
 		}
-		ev = Stashed{Outputs: outs}
+		_, run := traceOf(a)
+		if run != nil && a["digest"] != "" {
+			run.Digest = a["digest"]
+		}
+		ev = Stashed{Outputs: outs, Trace: run}
 	case "progress":
 		outcome := pack.OutcomeOK
 		if a["outcome"] != "" {
@@ -296,6 +339,9 @@ func state(w *Workflow) string {
 	}
 	if len(rec.Stash) > 0 {
 		s += fmt.Sprintf(" stash=%d", len(rec.Stash))
+	}
+	if len(rec.StashTrace) > 0 {
+		s += fmt.Sprintf(" runs=%d", len(rec.StashTrace))
 	}
 	return s
 }

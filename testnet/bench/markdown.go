@@ -84,6 +84,20 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 		}
 		f("\nSum over all %d hand-offs: %.1f MiB sent and journaled. Data: [packsize.csv](packsize.csv).\n\n", len(res.Packs), float64(total)/(1<<20))
 	}
+	if rows := res.PacksReadsNothing; len(rows) > 0 {
+		f("The same sequence with `reads=()` on every step, handed on by nodes with the default `--stash-min` (outputs and trace entries nobody ahead reads leave the pack once they weigh that much; `bench.PackGrowthReadsNothing`):\n\n")
+		f("| hop | outputs | trace entries | data bytes | pack bytes |\n|---:|---:|---:|---:|---:|\n")
+		total := 0
+		for _, p := range rows {
+			total += p.Bytes
+		}
+		for _, p := range rows {
+			if p.Hop == 1 || p.Hop%max(len(rows)/8, 1) == 0 || p.Hop == len(rows) {
+				f("| %d | %d | %d | %d | %d |\n", p.Hop, p.Outputs, p.Trace, p.DataBytes, p.Bytes)
+			}
+		}
+		f("\nSum over all %d hand-offs: %.2f MiB sent and journaled.\n\n", len(rows), float64(total)/(1<<20))
+	}
 	if len(res.Resources) > 0 {
 		f("## Node resources\n\n")
 		f("Every node's VmRSS (/proc/PID/status) sampled twice a second and its CPU time (utime+stime, /proc/PID/stat) over the window; CPU in percent of one core.\n\n")

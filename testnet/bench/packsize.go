@@ -38,6 +38,23 @@ type PackRow struct {
 // and the sorted labels of earlier outputs), so its size matches the real
 // one to the byte unless that builtin changes.
 func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
+	return packGrowth(n, peers, false, -1)
+}
+
+// DefaultStashMin is node.DefaultStashMin (a test keeps them equal; the
+// bench does not import the node).
+const DefaultStashMin = 8 << 10
+
+// PackGrowthReadsNothing is PackGrowth for the same sequence with reads=()
+// on every step (each step is given no earlier output, so no echo output
+// lists earlier labels), handed on the way a node with --stash-min
+// stashMin does (pack.PlanStash, every stash taken by the origin copies):
+// the pack a chain of steps that name no earlier output carries.
+func PackGrowthReadsNothing(n int, peers []pack.Peer, stashMin int) ([]PackRow, error) {
+	return packGrowth(n, peers, true, stashMin)
+}
+
+func packGrowth(n int, peers []pack.Peer, readsNothing bool, stashMin int) ([]PackRow, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("pack growth: need at least one service, got %d", n)
 	}
@@ -54,6 +71,12 @@ func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pack growth: %w", err)
 	}
+	if readsNothing {
+		for _, s := range w.Steps {
+			svc := s.(*grammar.Service)
+			svc.Attrs = append(svc.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
+		}
+	}
 	grammar.AssignPaths(w)
 	p := &pack.Pack{
 		WorkflowID: "wf-0123456789abcdef",
@@ -68,6 +91,9 @@ func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
 		runner := peers[hop%len(peers)]
 		p.Sender = peers[(hop-1)%len(peers)]
 		p.Hops = hop
+		if stashMin >= 0 {
+			p, _ = p.PlanStash(stashMin)
+		}
 		b, err := pack.Encode(p)
 		if err != nil {
 			return nil, fmt.Errorf("pack growth: hop %d: %w", hop, err)
@@ -82,7 +108,11 @@ func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		echo, err := echoOutput(p, head)
+		given := p.Outputs
+		if readsNothing {
+			given = nil
+		}
+		echo, err := echoOutput(p, head, given)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +128,7 @@ func PackGrowth(n int, peers []pack.Peer) ([]PackRow, error) {
 }
 
 // echoOutput mirrors node/service's echo builtin.
-func echoOutput(p *pack.Pack, head *grammar.Service) (json.RawMessage, error) {
+func echoOutput(p *pack.Pack, head *grammar.Service, given map[string]json.RawMessage) (json.RawMessage, error) {
 	type echoed struct {
 		WorkflowID     string          `json:"workflow_id"`
 		Step           string          `json:"step"`
@@ -107,7 +137,7 @@ func echoOutput(p *pack.Pack, head *grammar.Service) (json.RawMessage, error) {
 		IdempotencyKey string          `json:"idempotency_key"`
 		Input          json.RawMessage `json:"input"`
 	}
-	labels := slices.Sorted(maps.Keys(p.Outputs))
+	labels := slices.Sorted(maps.Keys(given))
 	if labels == nil {
 		labels = []string{}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bedwe/bedwe/grammar"
+	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -55,7 +56,7 @@ func TestEchoMirror(t *testing.T) {
 	p := &pack.Pack{WorkflowID: "wf-1", Input: json.RawMessage(`{"a":1}`), Outputs: map[string]json.RawMessage{
 		"e1": json.RawMessage(`{}`), "e2": json.RawMessage(`{}`),
 	}}
-	mine, err := echoOutput(p, head)
+	mine, err := echoOutput(p, head, p.Outputs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +88,37 @@ func TestBenchServices(t *testing.T) {
 			t.Errorf("%s: want a %s service", name, kind)
 		}
 	}
+}
+
+// With reads=() on every step and stashing at the node's default, the
+// pack stops growing: no hop of the second half of a 200-step sequence
+// carries more than the largest of the first half, and none more than
+// three times the stash threshold.
+func TestPackGrowthReadsNothingStaysFlat(t *testing.T) {
+	if DefaultStashMin != node.DefaultStashMin {
+		t.Fatalf("bench.DefaultStashMin %d, node.DefaultStashMin %d", DefaultStashMin, node.DefaultStashMin)
+	}
+	plain, err := PackGrowth(200, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := PackGrowthReadsNothing(200, nil, DefaultStashMin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := func(rows []PackRow) int {
+		m := 0
+		for _, r := range rows {
+			m = max(m, r.Bytes)
+		}
+		return m
+	}
+	first, second := largest(flat[:100]), largest(flat[100:])
+	if second > first || second > 3*DefaultStashMin {
+		t.Errorf("largest pack of hops 101-200 %d bytes, of hops 1-100 %d: want no more, and at most %d", second, first, 3*DefaultStashMin)
+	}
+	if plain[199].Bytes < 2*largest(plain[:100]) {
+		t.Errorf("the plain sequence's pack grew from %d to %d bytes only: the comparison lost its point", largest(plain[:100]), plain[199].Bytes)
+	}
+	t.Logf("largest pack, hops 1-100 / 101-200: plain %d / %d bytes, reads=() stashed %d / %d", largest(plain[:100]), plain[199].Bytes, first, second)
 }

@@ -25,11 +25,14 @@ type Results struct {
 	Nested         []Point
 	Overhead       []OverheadRow
 	// Floor is measured with the overhead experiment, in the same run.
-	Floor           Floor
-	Packs           []PackRow
-	Resources       []ResourceRow
-	Wfcommons       []WfRow
-	LoadAvgAtFinish string
+	Floor Floor
+	Packs []PackRow
+	// PacksReadsNothing is the same sequence with reads=() on every step,
+	// stashed at DefaultStashMin (PackGrowthReadsNothing).
+	PacksReadsNothing []PackRow
+	Resources         []ResourceRow
+	Wfcommons         []WfRow
+	LoadAvgAtFinish   string
 }
 
 // RunExperiments runs the experiments exps (in the order of [Experiments]) with r and
@@ -63,6 +66,9 @@ func RunExperiments(ctx context.Context, r *Runner, c Config, exps []string) (*R
 			res.Overhead, err = r.RunOverhead(ctx, c)
 			if err == nil {
 				res.Packs, err = PackGrowth(c.PackLength, peersOf(r))
+				if err == nil {
+					res.PacksReadsNothing, err = PackGrowthReadsNothing(c.PackLength, peersOf(r), DefaultStashMin)
+				}
 			}
 		case ExpResources:
 			res.Resources, err = r.RunResources(ctx, c)
