@@ -1,14 +1,11 @@
 package node_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/bedwe/bedwe/node/api"
-	"github.com/bedwe/bedwe/node/client"
 )
 
 // TestGuardAfterSyncNamesEarlierOutputs runs a guarded CHOICE after a
@@ -17,21 +14,7 @@ import (
 // workflow (where no step before the guard produces those labels).
 func TestGuardAfterSyncNamesEarlierOutputs(t *testing.T) {
 	nf := startNode(t, echoServices)
-	cl, err := client.Dial(context.Background(), nf.Addrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := cl.Submit(ctx, "wf", `S1 FORK(S2, S3) SYNC CHOICE(IF(S1.echo.step == "0" && S2 != nil) S4, ELSE S5) ENDCHOICE`, []byte(`{"x":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	final := runWorkflowInput(t, nf.Addrs[0], `S1 FORK(S2, S3) SYNC CHOICE(IF(S1.echo.step == "0" && S2 != nil) S4, ELSE S5) ENDCHOICE`, json.RawMessage(`{"x":1}`))
 	if final.State != api.StateSucceeded {
 		t.Fatalf("state %s: %s", final.State, final.Error)
 	}
@@ -47,21 +30,7 @@ func TestGuardAfterSyncNamesEarlierOutputs(t *testing.T) {
 // FORK, which the join's stored branches must accept.
 func TestStepGetsOnlyWhatItReads(t *testing.T) {
 	nf := startNode(t, echoServices)
-	cl, err := client.Dial(context.Background(), nf.Addrs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := cl.Submit(ctx, "wf", `S1 S2 S3[reads=(S1)] S4[reads=()] FORK(S5[reads=(S2, S4)], S6) SYNC S7`, []byte(`{"x":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	final := runWorkflowInput(t, nf.Addrs[0], `S1 S2 S3[reads=(S1)] S4[reads=()] FORK(S5[reads=(S2, S4)], S6) SYNC S7`, json.RawMessage(`{"x":1}`))
 	if final.State != api.StateSucceeded {
 		t.Fatalf("state %s: %s", final.State, final.Error)
 	}

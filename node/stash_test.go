@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -9,11 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
-	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -57,26 +54,12 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 	trimmed := strings.Join(seq, " ") + " " + last + "[reads=(" + name(1) + ")]" // the first output stays: the last step names it
 	kept := strings.Join(seq, " ") + " " + last                                  // the last step reads everything
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.Dial(ctx, nodes[0].Addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	run := func(src string) api.Status {
 		t.Helper()
 		// Each echo output repeats the input: 600 bytes an output.
-		st, err := cl.Submit(ctx, "wf", src, json.RawMessage(`{"x":"`+strings.Repeat("x", 600)+`"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		final := runWorkflowInput(t, nodes[0].Addrs[0], src, json.RawMessage(`{"x":"`+strings.Repeat("x", 600)+`"}`))
 		if final.State != api.StateSucceeded {
-			t.Fatalf("%s: state %s: %s", st.ID, final.State, final.Error)
+			t.Fatalf("%s: state %s: %s", final.ID, final.State, final.Error)
 		}
 		return final
 	}

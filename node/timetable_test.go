@@ -133,6 +133,12 @@ func waitPeers(t *testing.T, nf api.NodeFile, n int) {
 // runWorkflow submits source at addr and waits for its end.
 func runWorkflow(t *testing.T, addr, source string) api.Status {
 	t.Helper()
+	return runWorkflowInput(t, addr, source, json.RawMessage(`{}`))
+}
+
+// runWorkflowInput submits source with input at addr and waits for its end.
+func runWorkflowInput(t *testing.T, addr, source string, input json.RawMessage) api.Status {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cl, err := client.Dial(ctx, addr)
@@ -140,7 +146,7 @@ func runWorkflow(t *testing.T, addr, source string) api.Status {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	st, err := cl.Submit(ctx, "tt.bedwe", source, json.RawMessage(`{}`))
+	st, err := cl.Submit(ctx, "tt.bedwe", source, input)
 	if err != nil {
 		t.Fatal(err)
 	}
