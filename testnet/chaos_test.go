@@ -18,6 +18,7 @@ var (
 	chaosScenario = flag.String("chaos.scenario", "", "TestChaosTrials: run only this scenario")
 	chaosReport   = flag.String("chaos.report", "", "TestChaosTrials: append one JSON summary per trial to this file")
 	chaosNodes    = flag.Int("chaos.nodes", 8, "TestChaosTrials: testnet size")
+	chaosStash    = flag.Bool("chaos.stash", false, "TestChaosTrials: run the chaos workflow with reads=() on every step, on nodes with --stash-min 1 (every output and trace entry nobody ahead reads leaves the packs)")
 )
 
 // TestChaos runs every scenario on real processes killed with SIGKILL and
@@ -148,6 +149,9 @@ type trialReport struct {
 // with -chaos.trials:
 //
 //	go test ./testnet -run TestChaosTrials -chaos.trials 100 -chaos.scenario sender-after-ack -chaos.report trials.jsonl -timeout 10h
+//
+// With -chaos.stash every trial runs the chaos workflow with reads=() on
+// nodes that stash from the first byte (as TestChaosStashed).
 func TestChaosTrials(t *testing.T) {
 	if *chaosTrials <= 0 {
 		t.Skip("randomized chaos trials take minutes: run with -chaos.trials N [-chaos.scenario NAME] [-chaos.report FILE]")
@@ -172,11 +176,15 @@ func TestChaosTrials(t *testing.T) {
 		for trial := range *chaosTrials {
 			t.Run(fmt.Sprintf("%s/%d", scenario, trial), func(t *testing.T) {
 				seed := testnet.RandomSeed()
-				m := up(t, testnet.Options{Nodes: *chaosNodes, Zones: 3})
+				opts := testnet.Options{Nodes: *chaosNodes, Zones: 3}
+				if *chaosStash {
+					opts.NodeFlags = []string{"--stash-min", "1"}
+				}
+				m := up(t, opts)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				defer cancel()
 				sum, err := m.Chaos(ctx, testnet.ChaosOptions{
-					Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: seed,
+					Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: seed, Reads: *chaosStash,
 					Timeout: 2 * time.Minute, FlapFor: 6 * time.Second,
 				})
 				line := trialReport{Trial: trial, ChaosSummary: sum}

@@ -85,6 +85,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "wfcommons-dir", Usage: "`DIR` of WfCommons *.json instances (repeatable)", Value: cli.NewStringSlice("testdata/wfcommons", "../shared/data/wfcommons")},
 			&cli.StringFlag{Name: "append", Usage: "append the Markdown in `FILE` to results.md (e.g. Go benchmark figures)"},
 			&cli.BoolFlag{Name: "print-services", Usage: "print the services file of a bench testnet and exit"},
+			&cli.BoolFlag{Name: "reads-nothing", Usage: "give every step of the sequential, parallel and overhead workflows reads=(): outputs and trace entries nobody ahead reads may leave the packs (issue 14)"},
 			outputFlag(),
 		}, floodFlags()...),
 		Action: runBench,
@@ -214,6 +215,7 @@ func benchConfig(c *cli.Context) (bench.Config, []string, error) {
 		}
 		cfg.ServiceTime = c.Duration("service-time")
 	}
+	cfg.ReadsNothing = c.Bool("reads-nothing")
 	if c.IsSet("scale") {
 		if s := c.Float64("scale"); s <= 0 {
 			return cfg, nil, fmt.Errorf("--scale %v: want a positive factor like 0.01", s)

@@ -80,6 +80,17 @@ type Config struct {
 	WfcommonsFiles  []string
 	WfcommonsScale  float64
 	WfcommonsRepeat int
+	// ReadsNothing gives every step of the sequential, parallel and
+	// overhead workflows reads=() (ReadsNothing).
+	ReadsNothing bool
+}
+
+// source is src as the config runs it.
+func (c Config) source(src string) (string, error) {
+	if !c.ReadsNothing {
+		return src, nil
+	}
+	return ReadsNothing(src)
 }
 
 // DefaultConfig is the paper's setup: 5 repeats, 100 ms services, the sizes

@@ -34,7 +34,11 @@ type OverheadRow struct {
 func (r *Runner) RunOverhead(ctx context.Context, c Config) ([]OverheadRow, error) {
 	var out []OverheadRow
 	for _, n := range c.OverheadSizes {
-		runs, err := r.Repeat(ctx, ExpOverhead, "noop n="+strconv.Itoa(n), c.Repeat, Sequential("e", n), nil)
+		src, err := c.source(Sequential("e", n))
+		if err != nil {
+			return out, err
+		}
+		runs, err := r.Repeat(ctx, ExpOverhead, "noop n="+strconv.Itoa(n), c.Repeat, src, nil)
 		if err != nil {
 			return out, err
 		}

@@ -69,7 +69,11 @@ func (r *Runner) RunSequential(ctx context.Context, c Config) ([]Point, error) {
 	return r.scaling(ctx, ExpSequential, c, func(m Mode) ([]shape, error) {
 		var out []shape
 		for _, n := range c.SequentialSizes {
-			out = append(out, shape{x: n, services: n, path: n, source: Sequential(m.Prefix, n)})
+			src, err := c.source(Sequential(m.Prefix, n))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, shape{x: n, services: n, path: n, source: src})
 		}
 		return out, nil
 	})
@@ -81,8 +85,11 @@ func (r *Runner) RunParallel(ctx context.Context, c Config) ([]Point, error) {
 	return r.scaling(ctx, ExpParallel, c, func(m Mode) ([]shape, error) {
 		var out []shape
 		for _, b := range c.ParallelBranches {
-			out = append(out, shape{x: b, services: b * c.ParallelLength, path: c.ParallelLength,
-				source: Parallel(m.Prefix, b, c.ParallelLength)})
+			src, err := c.source(Parallel(m.Prefix, b, c.ParallelLength))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, shape{x: b, services: b * c.ParallelLength, path: c.ParallelLength, source: src})
 		}
 		return out, nil
 	})

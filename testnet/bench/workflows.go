@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/bedwe/bedwe/grammar"
 )
 
 // Sequential returns a workflow of n services run one after another:
@@ -14,6 +16,45 @@ func Sequential(prefix string, n int) string {
 		parts[i] = prefix + strconv.Itoa(i+1)
 	}
 	return strings.Join(parts, " ")
+}
+
+// ReadsNothing returns src with reads=() on every service (each step is
+// given no earlier output, so outputs and trace entries nobody ahead reads
+// may leave the pack; issue 14), in canonical form. src must parse.
+func ReadsNothing(src string) (string, error) {
+	w, err := grammar.Parse("bench", []byte(src))
+	if err != nil {
+		return "", fmt.Errorf("reads=(): %w", err)
+	}
+	var walk func(*grammar.Workflow)
+	walk = func(w *grammar.Workflow) {
+		for _, s := range w.Steps {
+			switch s := s.(type) {
+			case *grammar.Service:
+				if _, ok := s.Attr(grammar.AttrReads); !ok {
+					s.Attrs = append(s.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
+				}
+			case *grammar.Fork:
+				for _, b := range s.Branches {
+					walk(b)
+				}
+			case *grammar.First:
+				for _, b := range s.Branches {
+					walk(b)
+				}
+			case *grammar.Failover:
+				for _, b := range s.Branches {
+					walk(b)
+				}
+			case *grammar.Choice:
+				for _, a := range s.Arms {
+					walk(a.Body)
+				}
+			}
+		}
+	}
+	walk(w)
+	return w.String(), nil
 }
 
 // Parallel returns one FORK of branches branches, each a sequence of length

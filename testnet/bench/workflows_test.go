@@ -108,3 +108,17 @@ func TestNestedErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestReadsNothing(t *testing.T) {
+	got, err := ReadsNothing(Parallel("e", 2, 2) + " z[reads=(e1_1), out=q]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "FORK(e1_1[reads=()] e1_2[reads=()], e2_1[reads=()] e2_2[reads=()]) SYNC z[reads=(e1_1), out=q]"
+	if got != want {
+		t.Errorf("ReadsNothing = %q, want %q", got, want)
+	}
+	if _, err := ReadsNothing("FORK(a) SYNC"); err == nil {
+		t.Error("ReadsNothing accepted a workflow that does not parse")
+	}
+}
