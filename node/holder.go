@@ -345,7 +345,7 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 	case len(next.Workflow.Steps) == 0:
 		err = n.finishBranch(ctx, next, true, "")
 	default:
-		next = n.stashOutputs(ctx, next)
+		next = n.stashUnread(ctx, next)
 		h, err = n.dispatchUnguarded(ctx, next)
 	}
 	if errors.Is(err, errSuperseded) {

@@ -121,7 +121,10 @@
 // (one completion wins; durable before answered; the primary learns a
 // completion a replica got; ended stays ended; retention keeps a
 // tombstone) serve I1: a guardian that asks an origin whether the
-// workflow ended gets a final answer. Every reliability operation is a
+// workflow ended gets a final answer. O6 keeps the result whole when
+// holders drop from their packs what nobody ahead reads (stash.go,
+// pack.PlanStash): the origin copies store it first and the completion
+// takes it back by digest. Every reliability operation is a
 // typed request on a protocol ID of its own (node/api guard.go).
 //
 // Files in this package, one concern each:
@@ -136,6 +139,8 @@
 //	capacity.go  the bulkhead (node/bulkhead): limits on concurrent
 //	             steps, the busy refusal, submission admission
 //	engine.go    accepting packs, running steps, dispatching residuals
+//	stash.go     dropping from a pack what nobody ahead reads, once the
+//	             origin copies stored it (node/origin O6)
 //	holder.go    carrying out the holder machine (node/held): held work
 //	             from acceptance to the release of its guardians
 //	settle.go    the receiver's side of a hand-over: releases and fencing

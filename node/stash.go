@@ -9,7 +9,7 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// stashOutputs returns the pack to hand on instead of p: without the
+// stashUnread returns the pack to hand on instead of p: without the
 // outputs nobody ahead in it can name and without the trace entries
 // nothing reads in the pack (pack.PlanStash), once every copy of the
 // workflow's record stored them (node/origin O6) and when either weighs at
@@ -19,7 +19,7 @@ import (
 // and, when its steps declare what they read, with its outputs (issue 14),
 // at the price of one round trip and one write at each origin copy every
 // StashMin bytes.
-func (n *Node) stashOutputs(ctx context.Context, p *pack.Pack) *pack.Pack {
+func (n *Node) stashUnread(ctx context.Context, p *pack.Pack) *pack.Pack {
 	if n.cfg.StashMin < 0 || len(p.Origin) == 0 {
 		return p
 	}
