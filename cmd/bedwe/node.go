@@ -92,7 +92,7 @@ Examples:
 			&cli.IntFlag{Name: "max-concurrent", Usage: "run at most `N` steps at once (services may set a lower max_concurrent of their own); default 4 per CPU, at least 16", Value: node.DefaultMaxConcurrent()},
 			&cli.IntFlag{Name: "queue", Usage: "let at most `N` accepted steps wait for an execution slot beyond the --max-concurrent running; beyond that hand-offs are refused as busy and go to other peers", Value: node.DefaultQueueLength},
 			&cli.IntFlag{Name: "max-workflows", Usage: "be the origin of at most `N` running workflows; beyond it submissions are refused as busy", Value: node.DefaultMaxWorkflows},
-			&cli.IntFlag{Name: "stash-min", Usage: "once a pack carries `BYTES` of outputs that no step ahead reads (steps declare reads=), have the workflow's origin copies keep them and drop them from the pack handed on; 0: never", Value: node.DefaultStashMin},
+			&cli.IntFlag{Name: "stash-min", Usage: "once a pack carries `BYTES` of outputs that no step ahead reads (steps declare reads=), or of trace entries nothing in it reads, have the workflow's origin copies keep them and drop them from the pack handed on; 0: never", Value: node.DefaultStashMin},
 		},
 		Action: runNode,
 	})
