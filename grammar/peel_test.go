@@ -137,7 +137,7 @@ func TestAssignPaths(t *testing.T) {
 	}
 	AssignPaths(w)
 	var got []string
-	walkServices(w, func(s *Service) { got = append(got, s.Name+"="+s.Path) })
+	WalkServices(w, func(s *Service) { got = append(got, s.Name+"="+s.Path) })
 	want := "S1=0 S2=1 S3=2.0/0 S4=2.0/1.0/0 S5=2.0/1.1/0 S6=2.0/2 S7=2.1/0 S8=2.1/1 S9=3 S10=4"
 	if strings.Join(got, " ") != want {
 		t.Errorf("paths\n got %s\nwant %s", strings.Join(got, " "), want)
@@ -158,7 +158,7 @@ func TestAssignPaths(t *testing.T) {
 		w := newGen(seed, 4).workflow(0, 8)
 		AssignPaths(w)
 		seen := map[string]string{}
-		walkServices(w, func(s *Service) {
+		WalkServices(w, func(s *Service) {
 			if s.Path == "" {
 				t.Fatalf("seed %d: %s has no path", seed, s.Name)
 			}

@@ -5,7 +5,7 @@ package grammar
 func Labels(w *Workflow) []string {
 	var out []string
 	seen := map[string]bool{}
-	walkServices(w, func(s *Service) {
+	WalkServices(w, func(s *Service) {
 		if l := s.Label(); !seen[l] {
 			seen[l] = true
 			out = append(out, l)
@@ -54,8 +54,9 @@ func Stats(w *Workflow) (services, depth, widest int) {
 	return services, depth, widest
 }
 
-// walkServices calls fn for every service of w in source order.
-func walkServices(w *Workflow, fn func(*Service)) {
+// WalkServices calls fn for every service of w in source order, inside
+// every pattern and arm.
+func WalkServices(w *Workflow, fn func(*Service)) {
 	if w == nil {
 		return
 	}
@@ -65,20 +66,20 @@ func walkServices(w *Workflow, fn func(*Service)) {
 			fn(s)
 		case *Fork:
 			for _, b := range s.Branches {
-				walkServices(b, fn)
+				WalkServices(b, fn)
 			}
 		case *First:
 			for _, b := range s.Branches {
-				walkServices(b, fn)
+				WalkServices(b, fn)
 			}
 		case *Failover:
 			for _, b := range s.Branches {
-				walkServices(b, fn)
+				WalkServices(b, fn)
 			}
 		case *Choice:
 			for _, a := range s.Arms {
 				if a != nil {
-					walkServices(a.Body, fn)
+					WalkServices(a.Body, fn)
 				}
 			}
 		}

@@ -81,17 +81,28 @@ func TestHopStreams(t *testing.T) {
 // nodes 1 and 2 run "S*" (echo), "T*" (a sleep of twice held.RerunCost)
 // and slow (a 3 s sleep).
 func hopMesh(t *testing.T) []api.NodeFile {
-	network := "hop-" + filepath.Base(t.TempDir())
-	var nodes []api.NodeFile
-	for i := range 3 {
-		services := fmt.Sprintf("version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\n  - {match: \"T*\", kind: sleep, duration: %s}\nservices:\n  slow: {kind: sleep, duration: 3s}\n", 2*held.RerunCost)
+	return startMesh(t, "hop", 3, func(i int, cfg *node.Config) string {
+		cfg.HTTP = "127.0.0.1:0"
 		if i == 0 {
-			services = "version: 1\nservices:\n  unused: {kind: echo}\n"
+			return "version: 1\nservices:\n  unused: {kind: echo}\n"
 		}
-		cfg := testConfig(t, node.TestnetConfig(), services)
+		return fmt.Sprintf("version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\n  - {match: \"T*\", kind: sleep, duration: %s}\nservices:\n  slow: {kind: sleep, duration: 3s}\n", 2*held.RerunCost)
+	})
+}
+
+// startMesh starts n real peers on loopback in zones z0, z1, ... of one
+// network of their own (named after prefix), each bootstrapped from the
+// first, and waits until each sees the others. setup returns node i's
+// services file and may change its config.
+func startMesh(t *testing.T, prefix string, n int, setup func(i int, cfg *node.Config) string) []api.NodeFile {
+	network := prefix + "-" + filepath.Base(t.TempDir())
+	var nodes []api.NodeFile
+	for i := range n {
+		cfg := node.TestnetConfig()
+		services := setup(i, &cfg)
+		cfg = testConfig(t, cfg, services)
 		cfg.Network = network
 		cfg.Zone = fmt.Sprintf("z%d", i)
-		cfg.HTTP = "127.0.0.1:0"
 		if i > 0 {
 			cfg.Bootstrap = nodes[0].Addrs
 		}

@@ -32,9 +32,9 @@ func (n *Node) stashUnread(ctx context.Context, p *pack.Pack) *pack.Pack {
 		return api.OriginStash{Key: p.WorkflowID, Outputs: s.Outputs, Trace: s.Trace}
 	}, replicateTimeout)
 	ev := events.Event{Type: events.Stashed, Workflow: p.WorkflowID, Step: headPath(p), Attempt: p.Attempt,
-		Branch: len(s.Outputs), Outcome: events.OutcomeOK, Seconds: time.Since(start).Seconds()}
+		Outputs: len(s.Outputs), Outcome: events.OutcomeOK, Seconds: time.Since(start).Seconds()}
 	if s.Trace != nil {
-		ev.Reason = "with trace"
+		ev.TraceEntries = len(s.Trace.Entries)
 	}
 	for i, rep := range replies {
 		if errs[i] != nil {

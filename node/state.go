@@ -37,7 +37,7 @@ func toBody(w *grammar.Workflow) *join.Body {
 		return nil
 	}
 	var paths []string
-	walkServices(w, func(s *grammar.Service) { paths = append(paths, s.Path) })
+	grammar.WalkServices(w, func(s *grammar.Service) { paths = append(paths, s.Path) })
 	return &join.Body{Text: w.String(), Paths: paths}
 }
 
@@ -52,7 +52,7 @@ func fromBody(b *join.Body) (*grammar.Workflow, error) {
 	}
 	i := 0
 	var bad bool
-	walkServices(w, func(s *grammar.Service) {
+	grammar.WalkServices(w, func(s *grammar.Service) {
 		if i < len(b.Paths) {
 			s.Path = b.Paths[i]
 		} else {
@@ -64,35 +64,6 @@ func fromBody(b *join.Body) (*grammar.Workflow, error) {
 		return nil, fmt.Errorf("stored workflow: %d service paths for %d services", len(b.Paths), i)
 	}
 	return w, nil
-}
-
-// walkServices calls fn for every service in w in source order.
-func walkServices(w *grammar.Workflow, fn func(*grammar.Service)) {
-	if w == nil {
-		return
-	}
-	for _, s := range w.Steps {
-		switch s := s.(type) {
-		case *grammar.Service:
-			fn(s)
-		case *grammar.Fork:
-			for _, b := range s.Branches {
-				walkServices(b, fn)
-			}
-		case *grammar.First:
-			for _, b := range s.Branches {
-				walkServices(b, fn)
-			}
-		case *grammar.Failover:
-			for _, b := range s.Branches {
-				walkServices(b, fn)
-			}
-		case *grammar.Choice:
-			for _, a := range s.Arms {
-				walkServices(a.Body, fn)
-			}
-		}
-	}
 }
 
 func newID(prefix string) string {

@@ -74,8 +74,7 @@ const (
 	// pack of Step it hands on, after the workflow's origin copies stored
 	// them (Outcome OutcomeOK), or kept them because a copy did not
 	// (OutcomeRefused or OutcomeError; Reason says why); Seconds is the
-	// round trip, Branch the number of outputs, Reason "with trace" when a
-	// run of trace entries left too.
+	// round trip, Outputs and TraceEntries how many of each were to leave.
 	Stashed = "stashed"
 )
 
@@ -110,6 +109,10 @@ type Event struct {
 	// Bytes is the size of the encoded pack a Handoff offered to another
 	// peer (0 when the peer was this node: nothing was encoded).
 	Bytes int `json:"bytes,omitempty"`
+	// Outputs and TraceEntries count what a Stashed event's holder asked
+	// the origin copies to keep.
+	Outputs      int `json:"outputs,omitempty"`
+	TraceEntries int `json:"trace_entries,omitempty"`
 }
 
 // Log appends events to a file and passes them to an observer. A nil *Log

@@ -72,10 +72,9 @@ func packGrowth(n int, peers []pack.Peer, readsNothing bool, stashMin int) ([]Pa
 		return nil, fmt.Errorf("pack growth: %w", err)
 	}
 	if readsNothing {
-		for _, s := range w.Steps {
-			svc := s.(*grammar.Service)
-			svc.Attrs = append(svc.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
-		}
+		grammar.WalkServices(w, func(s *grammar.Service) {
+			s.Attrs = append(s.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
+		})
 	}
 	grammar.AssignPaths(w)
 	p := &pack.Pack{

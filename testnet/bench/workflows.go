@@ -26,34 +26,11 @@ func ReadsNothing(src string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reads=(): %w", err)
 	}
-	var walk func(*grammar.Workflow)
-	walk = func(w *grammar.Workflow) {
-		for _, s := range w.Steps {
-			switch s := s.(type) {
-			case *grammar.Service:
-				if _, ok := s.Attr(grammar.AttrReads); !ok {
-					s.Attrs = append(s.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
-				}
-			case *grammar.Fork:
-				for _, b := range s.Branches {
-					walk(b)
-				}
-			case *grammar.First:
-				for _, b := range s.Branches {
-					walk(b)
-				}
-			case *grammar.Failover:
-				for _, b := range s.Branches {
-					walk(b)
-				}
-			case *grammar.Choice:
-				for _, a := range s.Arms {
-					walk(a.Body)
-				}
-			}
+	grammar.WalkServices(w, func(s *grammar.Service) {
+		if _, ok := s.Attr(grammar.AttrReads); !ok {
+			s.Attrs = append(s.Attrs, grammar.Attr{Key: grammar.AttrReads, Value: "()"})
 		}
-	}
-	walk(w)
+	})
 	return w.String(), nil
 }
 
