@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -139,4 +140,35 @@ func scrapeNode(t *testing.T, url string) (map[string]float64, map[string]bool) 
 		t.Fatal(err)
 	}
 	return samples, help
+}
+
+// A node whose pinned --http port was taken while it was down restarts on
+// a fresh port (a chaos run once failed to restart a killed node because
+// another process had got its port as a free one).
+func TestRestartAfterItsHTTPPortWasTaken(t *testing.T) {
+	m := up(t, testnet.Options{Nodes: 1, Zones: 1})
+	old := m.Nodes[0].HTTP
+	if err := m.Kill(0, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var l net.Listener
+	var err error
+	for range 100 { // the killed process's socket may linger a moment
+		if l, err = net.Listen("tcp", old); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("could not take %s: %v", old, err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Restart(ctx, 0); err != nil {
+		t.Fatalf("restart with its port taken: %v", err)
+	}
+	if nd := m.Nodes[0]; nd.HTTP == old || nd.HTTP == "" {
+		t.Errorf("restarted node listens at %q, want a fresh port instead of %s", nd.HTTP, old)
+	}
 }

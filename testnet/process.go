@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -114,6 +115,13 @@ func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) erro
 	for {
 		select {
 		case err := <-exited:
+			if last := tail(nd.Log, 300); nd.HTTP != "" && strings.Contains(last, "--http "+nd.HTTP+":") && strings.Contains(last, "address already in use") {
+				// The port pinned at the first start was taken while the
+				// node was down (another process got it as a free port):
+				// start on a fresh one, which node.json then names.
+				nd.HTTP = ""
+				return m.start(ctx, nd, bootstrap)
+			}
 			return fmt.Errorf("node %d exited at start (%v); its log %s ends:\n%s", nd.Index, err, nd.Log, tail(nd.Log, 2000))
 		case <-ctx.Done():
 			_ = syscall.Kill(nd.PID, syscall.SIGKILL)
