@@ -117,9 +117,21 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	// the backup stores its copy while this peer writes (issue 14; why
 	// that order is safe: docs/reliability-core.md, "the receiver's second
 	// write is gone").
-	backup := n.pickHolderBackup(rec)
+	//
+	// When the step before has one guardian left to release (it was
+	// handed on locally, so its sender kept no copy), that guardian is
+	// preferred as the backup, and its copy rides the release that
+	// settles the step before: one request and one commit there instead
+	// of two (issue 14; docs/reliability-core.md, "the backup's copy
+	// rides the release").
+	lone, loneKey := loneGuardian(p.Settle, n.host.ID().String())
+	backup := n.pickHolderBackup(rec, lone.ID)
 	if backup.ID != "" {
 		rec.Guardians = append(rec.Guardians, backup)
+	}
+	var ride *rideStore
+	if backup.ID != "" && backup.ID == lone.ID && loneKey != rec.GuardKey && n.speaks(backup.ID, api.ProtoGuardStoreRelease) {
+		ride = &rideStore{to: backup.ID, store: holderBackupStore(rec, backup, n.self())}
 	}
 	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
 	if !fresh {
@@ -130,10 +142,17 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	// Two copies besides this one before anything is released: the
 	// sender's (once it hears the ack) and a backup's.
 	recruited := make(chan recruitedBackups, 1)
-	go func() {
-		more, refused := n.recruitHolderBackup(ctx, rec, backup)
-		recruited <- recruitedBackups{more, refused}
-	}()
+	if ride == nil {
+		go func() {
+			more, refused := n.recruitHolderBackup(ctx, rec, backup)
+			recruited <- recruitedBackups{more, refused}
+		}()
+	} else {
+		// Stored with the settle's only release, below: if that peer
+		// does not answer, the hand-over is refused as unsettled, as it
+		// would be with the copy stored apart.
+		recruited <- recruitedBackups{}
+	}
 	_, err = n.stepHeld(s, held.Accepted{})
 	backups := <-recruited
 	asked := backups.more
@@ -159,7 +178,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String())
+	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String(), ride)
 	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
 	} else if errors.Is(err, errSuperseded) {
@@ -312,11 +331,13 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 }
 
 // pickHolderBackup chooses the backup guardian of work being accepted: a
-// live peer in another zone (not this one, not the sender, the primary);
-// none when nobody can be asked.
-func (n *Node) pickHolderBackup(rec held.Record) pack.Peer {
+// live peer in another zone (not this one, not the sender, the primary),
+// prefer (a peer ID string, loneGuardian's; empty: none) among peers that
+// rank alike; none when nobody can be asked.
+func (n *Node) pickHolderBackup(rec held.Record, prefer string) pack.Peer {
 	exclude, avoid := n.holderBackupExclusions(rec)
-	b, ok := n.pickGuardianAvoiding(exclude, avoid)
+	preferID, _ := peer.Decode(prefer) // empty or bad: no preference
+	b, ok := n.pickGuardianPreferring(exclude, avoid, preferID)
 	if !ok {
 		return pack.Peer{}
 	}
@@ -356,12 +377,8 @@ func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first p
 	if raw == nil || first.ID == "" {
 		return nil, false
 	}
-	primary := pack.Peer{}
-	if len(rec.Guardians) > 0 && rec.Guardians[0].ID != first.ID {
-		primary = rec.Guardians[0]
-	}
+	msg := holderBackupStore(rec, first, n.self())
 	store := func(ref pack.Peer) (bool, error) {
-		msg := api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: raw, Holder: n.self(), Primary: primary}
 		rep, err := n.guardCallErr(ctx, ref, msg, settleCallTimeout)
 		return err == nil && rep.OK, err
 	}
@@ -383,6 +400,18 @@ func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first p
 		return []pack.Peer{ref}, refused
 	}
 	return nil, refused
+}
+
+// holderBackupStore asks a peer to keep a copy of the work rec, held by
+// self, as its backup guardian: the first guardian named in rec is the
+// primary, unless it is first, the backup named in rec (a local hand-off:
+// no sender keeps a copy).
+func holderBackupStore(rec held.Record, first, self pack.Peer) api.GuardStore {
+	primary := pack.Peer{}
+	if len(rec.Guardians) > 0 && rec.Guardians[0].ID != first.ID {
+		primary = rec.Guardians[0]
+	}
+	return api.GuardStore{Key: rec.GuardKey, Attempt: rec.Attempt(), Pack: rec.PackRaw, Holder: self, Primary: primary}
 }
 
 // withdrawBackups withdraws the copies of backup guardians recruited for

@@ -143,6 +143,54 @@ func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
 	return rd, nil
 }
 
+// stepGuardsTogether steps the machines of two different keys, a with
+// ea and b with eb, and persists what both say in one journal commit
+// (issue 14: a backup's store and the release of the step before, sent
+// in one request). The slots are locked in key order, so two such calls
+// never wait for each other in a circle. A failed write refuses both
+// events and changes nothing (I4).
+func (n *Node) stepGuardsTogether(a string, ea guard.Event, b string, eb guard.Event) (guard.Ready, guard.Ready, error) {
+	first, second := a, b
+	if second < first {
+		first, second = second, first
+	}
+	s1 := n.guards.locked(first)
+	s2 := n.guards.locked(second)
+	sa, sb := s1, s2
+	if first != a {
+		sa, sb = s2, s1
+	}
+	ma, mb := sa.cur.Load().Clone(), sb.cur.Load().Clone()
+	rda, rdb := ma.Step(ea), mb.Step(eb)
+	wa, wb := guardWrite(ma, rda.Persist), guardWrite(mb, rdb.Persist)
+	var err error
+	if wa != nil || wb != nil {
+		err = n.journal.Update(func(tx *journal.Tx) error {
+			for _, w := range []func(*journal.Tx) error{wa, wb} {
+				if w == nil {
+					continue
+				}
+				if err := w(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		n.guards.commit(a, sa, ma)
+		n.guards.commit(b, sb, mb)
+	}
+	s2.mu.Unlock()
+	s1.mu.Unlock()
+	if err != nil {
+		return guard.Ready{}, guard.Ready{}, fmt.Errorf("journal guard copies %s and %s: %w", a, b, err)
+	}
+	n.applyGuard(a, rda)
+	n.applyGuard(b, rdb)
+	return rda, rdb, nil
+}
+
 // persistGuard writes what p says of m.
 func (n *Node) persistGuard(m *guard.Guard, p guard.Persist) error {
 	if write := guardWrite(m, p); write != nil {
@@ -314,6 +362,14 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 // pickGuardianAvoiding is pickGuardian preferring a zone outside
 // avoidZones and other than this peer's.
 func (n *Node) pickGuardianAvoiding(exclude map[peer.ID]bool, avoidZones map[string]bool) (peer.ID, bool) {
+	return n.pickGuardianPreferring(exclude, avoidZones, "")
+}
+
+// pickGuardianPreferring is pickGuardianAvoiding that takes the peer
+// prefer (empty: none) over the others of its rank:
+// above an open connection and chance, below every zone and timetable
+// criterion.
+func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[string]bool, prefer peer.ID) (peer.ID, bool) {
 	var best peer.ID
 	bestScore := -1.0
 	tt := n.timetableRouting()
@@ -344,6 +400,9 @@ func (n *Node) pickGuardianAvoiding(exclude map[peer.ID]bool, avoidZones map[str
 			score += 0.5
 		}
 		score += rand.Float64() * 0.4
+		if prefer != "" && id == prefer {
+			score += 1
+		}
 		if score > bestScore {
 			best, bestScore = id, score
 		}
@@ -1051,25 +1110,26 @@ func (n *Node) redispatch(ctx context.Context, key string, p *pack.Pack, o guard
 // guardDecoders decodes the request of each reliability protocol (one
 // typed request per protocol ID, package node/api).
 var guardDecoders = map[string]func([]byte) (api.GuardRequest, error){
-	api.ProtoGuardStore:     decodeGuard[api.GuardStore],
-	api.ProtoGuardRelease:   decodeGuard[api.GuardRelease],
-	api.ProtoGuardStatus:    decodeGuard[api.GuardStatus],
-	api.ProtoGuardOwner:     decodeGuard[api.GuardOwner],
-	api.ProtoGuardHandback:  decodeGuard[api.GuardHandback],
-	api.ProtoGuardWithdraw:  decodeGuard[api.GuardWithdraw],
-	api.ProtoHeldSuperseded: decodeGuard[api.HeldSuperseded],
-	api.ProtoHeldAddWatcher: decodeGuard[api.HeldAddWatcher],
-	api.ProtoJoinReplica:    decodeGuard[api.JoinReplica],
-	api.ProtoJoinUpdate:     decodeGuard[api.JoinUpdate],
-	api.ProtoJoinForwarded:  decodeGuard[api.JoinForwarded],
-	api.ProtoJoinStatus:     decodeGuard[api.JoinStatus],
-	api.ProtoJoinHandover:   decodeGuard[api.JoinHandover],
-	api.ProtoJoinActor:      decodeGuard[api.JoinActor],
-	api.ProtoJoinBranch:     decodeGuard[api.JoinBranch],
-	api.ProtoOriginReplica:  decodeGuard[api.OriginReplica],
-	api.ProtoOriginDone:     decodeGuard[api.OriginDone],
-	api.ProtoOriginStatus:   decodeGuard[api.OriginStatus],
-	api.ProtoOriginStash:    decodeGuard[api.OriginStash],
+	api.ProtoGuardStore:        decodeGuard[api.GuardStore],
+	api.ProtoGuardRelease:      decodeGuard[api.GuardRelease],
+	api.ProtoGuardStoreRelease: decodeGuard[api.GuardStoreRelease],
+	api.ProtoGuardStatus:       decodeGuard[api.GuardStatus],
+	api.ProtoGuardOwner:        decodeGuard[api.GuardOwner],
+	api.ProtoGuardHandback:     decodeGuard[api.GuardHandback],
+	api.ProtoGuardWithdraw:     decodeGuard[api.GuardWithdraw],
+	api.ProtoHeldSuperseded:    decodeGuard[api.HeldSuperseded],
+	api.ProtoHeldAddWatcher:    decodeGuard[api.HeldAddWatcher],
+	api.ProtoJoinReplica:       decodeGuard[api.JoinReplica],
+	api.ProtoJoinUpdate:        decodeGuard[api.JoinUpdate],
+	api.ProtoJoinForwarded:     decodeGuard[api.JoinForwarded],
+	api.ProtoJoinStatus:        decodeGuard[api.JoinStatus],
+	api.ProtoJoinHandover:      decodeGuard[api.JoinHandover],
+	api.ProtoJoinActor:         decodeGuard[api.JoinActor],
+	api.ProtoJoinBranch:        decodeGuard[api.JoinBranch],
+	api.ProtoOriginReplica:     decodeGuard[api.OriginReplica],
+	api.ProtoOriginDone:        decodeGuard[api.OriginDone],
+	api.ProtoOriginStatus:      decodeGuard[api.OriginStatus],
+	api.ProtoOriginStash:       decodeGuard[api.OriginStash],
 }
 
 func decodeGuard[T api.GuardRequest](raw []byte) (api.GuardRequest, error) {
@@ -1100,25 +1160,57 @@ func (n *Node) stepGuardReply(key string, ev guard.Event) api.GuardReply {
 	return guardReply(rd.Reply)
 }
 
+// storeEvent is the guard event of a store request.
+func (n *Node) storeEvent(m api.GuardStore) (guard.Store, error) {
+	// The holder decoded and validated these bytes when it took them; a
+	// copy is read in full only if it is re-sent (reroute), so the
+	// structural check is enough here (a full decode was most of a
+	// backup's CPU per hop, docs/bench/notes.md).
+	if err := pack.Check(m.Pack, n.limits); err != nil {
+		return guard.Store{}, fmt.Errorf("bad pack: %w", err)
+	}
+	role := guard.RoleBackup
+	if m.Primary.ID == "" || m.Primary.ID == n.host.ID().String() {
+		role = guard.RolePrimary
+	}
+	return guard.Store{Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC()}, nil
+}
+
+// storeAndRelease serves a store and a release sent together
+// (api.GuardStoreRelease): both machines step and are written in one
+// commit. The copy is kept whatever the release is answered, as if its
+// store had come first on its own; the answer is the release's.
+func (n *Node) storeAndRelease(from peer.ID, m api.GuardStoreRelease) api.GuardReply {
+	if m.Store.Key == m.Release.Key || m.Release.Probe {
+		return api.GuardReply{Error: "a store and a release sent together must be of two steps, and not a probe"}
+	}
+	store, err := n.storeEvent(m.Store)
+	if err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	r := m.Release
+	_, rd, err := n.stepGuardsTogether(m.Store.Key, store, r.Key, guard.Release{Attempt: r.Attempt, At: store.At, Rerouted: r.Rerouted, By: r.By, Yield: r.Yield})
+	if err != nil {
+		return api.GuardReply{Error: err.Error()}
+	}
+	rep := guardReply(rd.Reply)
+	n.log.Debug("guard store and release", "store", m.Store.Key, "key", r.Key, "attempt", r.Attempt, "by", rpc.ShortIDString(r.By),
+		"from", rpc.ShortID(from), "superseded", rep.Superseded, "pending", rep.Pending, "taken_by", rpc.ShortIDString(rep.Holder.ID))
+	return rep
+}
+
 // guardOp serves one reliability request (from a peer, or from this one
 // when it is its own guardian, join copy or origin).
 func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 	switch m := req.(type) {
 	case api.GuardStore:
-		// The holder decoded and validated these bytes when it took them;
-		// a copy is read in full only if it is re-sent (reroute), so the
-		// structural check is enough here (a full decode was most of a
-		// backup's CPU per hop, docs/bench/notes.md).
-		if err := pack.Check(m.Pack, n.limits); err != nil {
-			return api.GuardReply{Error: "bad pack: " + err.Error()}
+		ev, err := n.storeEvent(m)
+		if err != nil {
+			return api.GuardReply{Error: err.Error()}
 		}
-		role := guard.RoleBackup
-		if m.Primary.ID == "" || m.Primary.ID == n.host.ID().String() {
-			role = guard.RolePrimary
-		}
-		return n.stepGuardReply(m.Key, guard.Store{
-			Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC(),
-		})
+		return n.stepGuardReply(m.Key, ev)
+	case api.GuardStoreRelease:
+		return n.storeAndRelease(from, m)
 	case api.GuardRelease:
 		if m.Probe {
 			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, At: time.Now().UTC()})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/bedwe/bedwe/node/api"
@@ -85,7 +86,7 @@ const settleBudget = 5 * time.Second
 // was lost and that handed the step to a second peer starts one chain,
 // not two. Joins and origins settle with by empty.
 func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by string) error {
-	_, err := n.settleMissing(ctx, attempt, items, by)
+	_, err := n.settleMissing(ctx, attempt, items, by, nil)
 	return err
 }
 
@@ -103,7 +104,13 @@ type settleAnswers struct {
 // the work sends them the same message later (completeSettle): a join
 // copy that missed a branch start and then took the join over would start
 // the branch a second time (J6).
-func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string) (settleAnswers, error) {
+//
+// With ride set, the release sent to ride.to carries ride.store, the copy
+// of the work being taken for that peer to keep as its backup guardian,
+// written there in the release's commit (api.GuardStoreRelease); ride.to
+// must be the only peer of the only item (rideOf), so the copy is stored
+// before, or with, every release of the settle.
+func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string, ride *rideStore) (settleAnswers, error) {
 	if len(items) == 0 {
 		return settleAnswers{}, nil
 	}
@@ -114,7 +121,7 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 		// and the sender's next receiver would be refused (G8).
 		reach := make([]pack.Settle, len(items))
 		copy(reach, items)
-		if err := n.settleRounds(ctx, reach, func(it pack.Settle) api.GuardRequest {
+		if err := n.settleRounds(ctx, reach, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 			if it.Kind == pack.SettleGuard {
 				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by}
 			}
@@ -128,7 +135,13 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 	if by != "" {
 		took = &tookSet{}
 	}
-	err := n.settleRounds(ctx, items, func(it pack.Settle) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false, took)
+	err := n.settleRounds(ctx, items, func(it pack.Settle, to pack.Peer) api.GuardRequest {
+		m := settleMsg(it, attempt, self, by)
+		if r, ok := m.(api.GuardRelease); ok && ride != nil && to.ID == ride.to {
+			return api.GuardStoreRelease{Store: ride.store, Release: r}
+		}
+		return m
+	}, false, took)
 	var taken takenError
 	if errors.As(err, &taken) && taken.By != by {
 		n.yield(items, attempt, by, taken.By, took)
@@ -290,7 +303,7 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 	if len(probe) == 0 {
 		return nil
 	}
-	return n.settleRounds(ctx, probe, func(it pack.Settle) api.GuardRequest {
+	return n.settleRounds(ctx, probe, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
 	}, true, nil)
 }
@@ -306,7 +319,7 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 // refused as unsettled — two receivers refused that way, each recorded
 // by its own copy, would then name each other as the first, for ever
 // (join J8; issue 12, finding F4).
-func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle) api.GuardRequest, probe bool, took *tookSet) error {
+func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle, pack.Peer) api.GuardRequest, probe bool, took *tookSet) error {
 	type call struct {
 		item int
 		to   pack.Peer
@@ -341,7 +354,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				m := msg(items[c.item])
+				m := msg(items[c.item], c.to)
 				rep, err := n.guardCallErr(ctx, c.to, m, settleCallTimeout)
 				if err != nil {
 					failed[ci] = true
@@ -401,7 +414,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 				retry = append(retry, c)
 				silent = append(silent, rpc.ShortIDString(c.to.ID))
 			} else if failed[ci] && took != nil {
-				n.log.Info("settle call unanswered; the item was settled by another peer", "op", msg(items[c.item]).Protocol(), "key", items[c.item].Key, "peer", rpc.ShortIDString(c.to.ID))
+				n.log.Info("settle call unanswered; the item was settled by another peer", "op", msg(items[c.item], c.to).Protocol(), "key", items[c.item].Key, "peer", rpc.ShortIDString(c.to.ID))
 				took.mu.Lock()
 				took.missed = append(took.missed, tookAnswer{c.item, c.to})
 				took.mu.Unlock()
@@ -468,6 +481,35 @@ func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle
 		wait = min(wait*2, 4*time.Second)
 		unsettled.maybeLenient(ctx, n, "", items)
 	}
+}
+
+// rideStore is a backup guardian's copy sent with the release that
+// settles the step before (settleMissing, api.GuardStoreRelease).
+type rideStore struct {
+	to    string
+	store api.GuardStore
+}
+
+// loneGuardian is the only peer to release when items settle one step
+// that has one guardian other than self, and that step's key: the backup
+// a receiver prefers, so that its copy rides that release (rideStore).
+// It is the usual case after a local hand-off, whose sender keeps no
+// copy. Empty otherwise.
+func loneGuardian(items []pack.Settle, self string) (pack.Peer, string) {
+	if len(items) != 1 || items[0].Kind != pack.SettleGuard || len(items[0].Peers) != 1 || items[0].Peers[0].ID == self {
+		return pack.Peer{}, ""
+	}
+	return items[0].Peers[0], items[0].Key
+}
+
+// speaks reports whether the peer id (a peer ID string) announced proto.
+func (n *Node) speaks(id, proto string) bool {
+	pid, err := peer.Decode(id)
+	if err != nil {
+		return false
+	}
+	ps, err := n.host.Peerstore().SupportsProtocols(pid, protocol.ID(proto))
+	return err == nil && len(ps) > 0
 }
 
 // settleMsg is the guard operation that settles it.

@@ -99,6 +99,66 @@ func TestChaosStashed(t *testing.T) {
 	}
 }
 
+// TestChaosLocalChains runs scenarios where the chaos workflow's steps
+// hand on locally: only nodes 1 and 4, of one zone, offer its services,
+// so a holder keeps the next step (a peer of its own zone ranks below
+// itself). After a local hand-off the step before has one guardian, its
+// backup in another zone, and the next receiver's backup copy rides the
+// release of that step (api.GuardStoreRelease) — the path this test
+// SIGKILLs through: the executing node, a sender right after its
+// receiver's ack, the origin (a backup of some chains: the backups are
+// the nodes of the other zones), and every node at once (the copies that
+// rode releases are read back from the journals). Besides TestChaos's
+// assertions, copies must have ridden releases (requests served on
+// /bedwe/guard/store-release/1.0.0, counted at the nodes not killed: in
+// blackout every count restarted with its node).
+func TestChaosLocalChains(t *testing.T) {
+	for _, scenario := range []string{"executor", "sender-after-ack", "origin", "blackout"} {
+		t.Run(scenario, func(t *testing.T) {
+			offers := func(i int) bool { return i == 1 || i == 4 }
+			m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: func(i int) string {
+				if offers(i) {
+					return ""
+				}
+				return "version: 1\nrecord: " + testnet.RecordFile + "\nservices:\n  unused: {kind: echo}\n"
+			}})
+			if m.Nodes[1].Zone != m.Nodes[4].Zone {
+				t.Fatalf("nodes 1 and 4 are in zones %s and %s: the test needs them in one", m.Nodes[1].Zone, m.Nodes[4].Zone)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			sum, err := m.Chaos(ctx, testnet.ChaosOptions{
+				Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: 44,
+				Timeout: 2 * time.Minute, Progress: logWriter{t},
+			})
+			if err != nil {
+				t.Fatalf("chaos %s: %v", scenario, err)
+			}
+			out, _ := json.Marshal(sum)
+			t.Logf("chaos %s (local chains): %s", scenario, out)
+			for _, msg := range chaosFailures(sum) {
+				t.Error(msg)
+			}
+			if scenario == "blackout" {
+				return
+			}
+			rides := 0.0
+			for _, nd := range m.Nodes {
+				if offers(nd.Index) || slices.Contains(sum.KilledNodes, nd.Index) {
+					continue // backups are in other zones; a killed node's counts restarted
+				}
+				samples, _ := scrapeNode(t, nd.MetricsURL())
+				rides += samples[`bedwe_mux_requests_served_total{protocol="/bedwe/guard/store-release/1.0.0"}`] +
+					samples[`bedwe_streams_served_total{protocol="/bedwe/guard/store-release/1.0.0"}`]
+			}
+			t.Logf("chaos %s (local chains): %v backup copies rode a release", scenario, rides)
+			if rides == 0 {
+				t.Error("no backup copy rode a release: the hops were not local, or the receivers did not take the lone guardian as their backup")
+			}
+		})
+	}
+}
+
 // chaosFailures lists what a chaos summary shows went wrong.
 func chaosFailures(sum *testnet.ChaosSummary) []string {
 	var out []string

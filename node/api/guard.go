@@ -11,25 +11,28 @@ import "github.com/bedwe/bedwe/pack"
 // (node/held) hold the work; join copies (node/join) and workflow records
 // (node/origin) are replicated between peers.
 const (
-	ProtoGuardStore     = "/bedwe/guard/store/1.0.0"
-	ProtoGuardRelease   = "/bedwe/guard/release/1.0.0"
-	ProtoGuardStatus    = "/bedwe/guard/status/1.0.0"
-	ProtoGuardOwner     = "/bedwe/guard/owner/1.0.0"
-	ProtoGuardHandback  = "/bedwe/guard/handback/1.0.0"
-	ProtoGuardWithdraw  = "/bedwe/guard/withdraw/1.0.0"
-	ProtoHeldSuperseded = "/bedwe/held/superseded/1.0.0"
-	ProtoHeldAddWatcher = "/bedwe/held/add-watcher/1.0.0"
-	ProtoJoinReplica    = "/bedwe/join/replica/1.0.0"
-	ProtoJoinUpdate     = "/bedwe/join/update/1.0.0"
-	ProtoJoinForwarded  = "/bedwe/join/forwarded/1.0.0"
-	ProtoJoinStatus     = "/bedwe/join/status/1.0.0"
-	ProtoJoinHandover   = "/bedwe/join/handover/1.0.0"
-	ProtoJoinActor      = "/bedwe/join/actor/1.0.0"
-	ProtoJoinBranch     = "/bedwe/join/branch/1.0.0"
-	ProtoOriginReplica  = "/bedwe/origin/replica/1.0.0"
-	ProtoOriginDone     = "/bedwe/origin/done/1.0.0"
-	ProtoOriginStatus   = "/bedwe/origin/status/1.0.0"
-	ProtoOriginStash    = "/bedwe/origin/stash/1.0.0"
+	ProtoGuardStore   = "/bedwe/guard/store/1.0.0"
+	ProtoGuardRelease = "/bedwe/guard/release/1.0.0"
+	// ProtoGuardStoreRelease carries a GuardStore and a GuardRelease to
+	// one guardian, written in one journal commit there (issue 14).
+	ProtoGuardStoreRelease = "/bedwe/guard/store-release/1.0.0"
+	ProtoGuardStatus       = "/bedwe/guard/status/1.0.0"
+	ProtoGuardOwner        = "/bedwe/guard/owner/1.0.0"
+	ProtoGuardHandback     = "/bedwe/guard/handback/1.0.0"
+	ProtoGuardWithdraw     = "/bedwe/guard/withdraw/1.0.0"
+	ProtoHeldSuperseded    = "/bedwe/held/superseded/1.0.0"
+	ProtoHeldAddWatcher    = "/bedwe/held/add-watcher/1.0.0"
+	ProtoJoinReplica       = "/bedwe/join/replica/1.0.0"
+	ProtoJoinUpdate        = "/bedwe/join/update/1.0.0"
+	ProtoJoinForwarded     = "/bedwe/join/forwarded/1.0.0"
+	ProtoJoinStatus        = "/bedwe/join/status/1.0.0"
+	ProtoJoinHandover      = "/bedwe/join/handover/1.0.0"
+	ProtoJoinActor         = "/bedwe/join/actor/1.0.0"
+	ProtoJoinBranch        = "/bedwe/join/branch/1.0.0"
+	ProtoOriginReplica     = "/bedwe/origin/replica/1.0.0"
+	ProtoOriginDone        = "/bedwe/origin/done/1.0.0"
+	ProtoOriginStatus      = "/bedwe/origin/status/1.0.0"
+	ProtoOriginStash       = "/bedwe/origin/stash/1.0.0"
 )
 
 // GuardRequest is one request of the reliability protocols.
@@ -73,6 +76,20 @@ type GuardRelease struct {
 	// took the attempt first: By) and gives way: a guardian that recorded
 	// Yield as the successor records By instead, and nothing else changes.
 	Yield string `cbor:"6,keyasint,omitempty"`
+}
+
+// GuardStoreRelease asks one guardian to keep the copy Store and to
+// release Release, in one journal commit: a receiver whose backup
+// guardian is the only guardian of the step before sends its backup's
+// copy with the release that settles that step, a request and a commit
+// less a hop than a GuardStore sent beside the accept and a GuardRelease
+// after it (issue 14). The copy is kept whatever the release is answered,
+// as a store sent before the release would have been; the answer is the
+// release's. An answer without an error means both were handled and are
+// durable; no answer or an error means neither is known to be.
+type GuardStoreRelease struct {
+	Store   GuardStore   `cbor:"1,keyasint"`
+	Release GuardRelease `cbor:"2,keyasint"`
 }
 
 // GuardStatus asks a guardian what it knows of Key (a backup asks its
@@ -227,6 +244,9 @@ func (GuardStore) Protocol() string { return ProtoGuardStore }
 
 // Protocol returns ProtoGuardRelease.
 func (GuardRelease) Protocol() string { return ProtoGuardRelease }
+
+// Protocol returns ProtoGuardStoreRelease.
+func (GuardStoreRelease) Protocol() string { return ProtoGuardStoreRelease }
 
 // Protocol returns ProtoGuardStatus.
 func (GuardStatus) Protocol() string { return ProtoGuardStatus }
