@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,19 +119,19 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	// that order is safe: docs/reliability-core.md, "the receiver's second
 	// write is gone").
 	//
-	// When the step before has one guardian left to release (it was
-	// handed on locally, so its sender kept no copy), that guardian is
-	// preferred as the backup, and its copy rides the release that
-	// settles the step before: one request and one commit there instead
-	// of two (issue 14; docs/reliability-core.md, "the backup's copy
-	// rides the release").
-	lone, loneKey := loneGuardian(p.Settle, n.host.ID().String())
-	backup := n.pickHolderBackup(rec, lone.ID)
+	// When the settle releases one step, its guardians are preferred as
+	// the backup, and the copy rides the release sent to the one chosen,
+	// before the other guardians are released: one request and one
+	// commit there instead of two (issue 14; docs/reliability-core.md,
+	// "the backup's copy rides the release").
+	rideKey, ridePeers := rideItem(p.Settle, n.host.ID().String())
+	backup := n.pickHolderBackup(rec, ridePeers)
 	if backup.ID != "" {
 		rec.Guardians = append(rec.Guardians, backup)
 	}
 	var ride *rideStore
-	if backup.ID != "" && backup.ID == lone.ID && loneKey != rec.GuardKey && n.speaks(backup.ID, api.ProtoGuardStoreRelease) {
+	if backup.ID != "" && rideKey != "" && rideKey != rec.GuardKey && slices.ContainsFunc(ridePeers, func(g pack.Peer) bool { return g.ID == backup.ID }) &&
+		n.speaks(backup.ID, api.ProtoGuardStoreRelease) {
 		ride = &rideStore{to: backup.ID, store: holderBackupStore(rec, backup, n.self())}
 	}
 	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
@@ -148,9 +149,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 			recruited <- recruitedBackups{more, refused}
 		}()
 	} else {
-		// Stored with the settle's only release, below: if that peer
-		// does not answer, the hand-over is refused as unsettled, as it
-		// would be with the copy stored apart.
+		// Stored with the release, below (settleRiding).
 		recruited <- recruitedBackups{}
 	}
 	_, err = n.stepHeld(s, held.Accepted{})
@@ -179,6 +178,23 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
 	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String(), ride)
+	if errors.Is(err, errRideUnanswered) {
+		// The backup did not answer the copy it was sent with its
+		// release, and nothing else was released: it stays named (it may
+		// hold the copy), another peer is asked as well, and the settle
+		// runs as it does without a ride.
+		more := n.recruitAnotherBackup(ctx, rec, backup, ride.store)
+		if len(more) > 0 {
+			asked = append(asked, more...)
+			if _, err := n.stepHeld(s, held.BackupsRecruited{Peers: more}); err != nil {
+				n.withdrawBackups(n.ctx, rec.GuardKey, p.Attempt, asked)
+				n.helds.remove(rec.Key, s)
+				n.journalFailed("drop held pack", rec.Key, n.persistHeld(s, s.view(), held.PersistDrop))
+				return refuse(api.CodeInternal, err.Error())
+			}
+		}
+		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String(), nil)
+	}
 	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
 	} else if errors.Is(err, errSuperseded) {
@@ -332,12 +348,20 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 
 // pickHolderBackup chooses the backup guardian of work being accepted: a
 // live peer in another zone (not this one, not the sender, the primary),
-// prefer (a peer ID string, loneGuardian's; empty: none) among peers that
-// rank alike; none when nobody can be asked.
-func (n *Node) pickHolderBackup(rec held.Record, prefer string) pack.Peer {
+// one of prefer (rideItem's) among peers that rank alike; none when
+// nobody can be asked.
+func (n *Node) pickHolderBackup(rec held.Record, prefer []pack.Peer) pack.Peer {
 	exclude, avoid := n.holderBackupExclusions(rec)
-	preferID, _ := peer.Decode(prefer) // empty or bad: no preference
-	b, ok := n.pickGuardianPreferring(exclude, avoid, preferID)
+	var preferIDs map[peer.ID]bool
+	for _, g := range prefer {
+		if id, err := peer.Decode(g.ID); err == nil {
+			if preferIDs == nil {
+				preferIDs = map[peer.ID]bool{}
+			}
+			preferIDs[id] = true
+		}
+	}
+	b, ok := n.pickGuardianPreferring(exclude, avoid, preferIDs)
 	if !ok {
 		return pack.Peer{}
 	}
@@ -378,28 +402,30 @@ func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first p
 		return nil, false
 	}
 	msg := holderBackupStore(rec, first, n.self())
-	store := func(ref pack.Peer) (bool, error) {
-		rep, err := n.guardCallErr(ctx, ref, msg, settleCallTimeout)
-		return err == nil && rep.OK, err
-	}
-	ok, err := store(first)
-	if ok {
+	rep, err := n.guardCallErr(ctx, first, msg, settleCallTimeout)
+	if err == nil && rep.OK {
 		return nil, false
 	}
-	refused = err == nil
+	return n.recruitAnotherBackup(ctx, rec, first, msg), err == nil
+}
+
+// recruitAnotherBackup asks one peer other than first (and the peers
+// pickHolderBackup excludes) to keep msg's copy, and returns it if it
+// took the copy or its answer never came (it may keep one).
+func (n *Node) recruitAnotherBackup(ctx context.Context, rec held.Record, first pack.Peer, msg api.GuardStore) []pack.Peer {
 	exclude, avoid := n.holderBackupExclusions(rec)
 	if id, err := peer.Decode(first.ID); err == nil {
 		exclude[id] = true
 	}
 	b, found := n.pickGuardianAvoiding(exclude, avoid)
 	if !found {
-		return nil, refused
+		return nil
 	}
 	ref := n.peerRef(b)
-	if ok, err := store(ref); ok || err != nil {
-		return []pack.Peer{ref}, refused
+	if rep, err := n.guardCallErr(ctx, ref, msg, settleCallTimeout); (err == nil && rep.OK) || err != nil {
+		return []pack.Peer{ref}
 	}
-	return nil, refused
+	return nil
 }
 
 // holderBackupStore asks a peer to keep a copy of the work rec, held by

@@ -362,14 +362,14 @@ func (n *Node) pickGuardian(exclude map[peer.ID]bool, avoidZone string) (peer.ID
 // pickGuardianAvoiding is pickGuardian preferring a zone outside
 // avoidZones and other than this peer's.
 func (n *Node) pickGuardianAvoiding(exclude map[peer.ID]bool, avoidZones map[string]bool) (peer.ID, bool) {
-	return n.pickGuardianPreferring(exclude, avoidZones, "")
+	return n.pickGuardianPreferring(exclude, avoidZones, nil)
 }
 
-// pickGuardianPreferring is pickGuardianAvoiding that takes the peer
-// prefer (empty: none) over the others of its rank:
+// pickGuardianPreferring is pickGuardianAvoiding that takes the peers in
+// prefer (nil: none) over the others of their rank:
 // above an open connection and chance, below every zone and timetable
 // criterion.
-func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[string]bool, prefer peer.ID) (peer.ID, bool) {
+func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[string]bool, prefer map[peer.ID]bool) (peer.ID, bool) {
 	var best peer.ID
 	bestScore := -1.0
 	tt := n.timetableRouting()
@@ -400,7 +400,7 @@ func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[s
 			score += 0.5
 		}
 		score += rand.Float64() * 0.4
-		if prefer != "" && id == prefer {
+		if prefer[id] {
 			score += 1
 		}
 		if score > bestScore {

@@ -89,10 +89,11 @@
 //   - I3 — no workflow stalls after any two peers are killed, or a zone
 //     plus one: every hand-off leaves two copies besides the holder's (the
 //     sender's and a backup the receiver recruits before it acknowledges,
-//     accept; after a local hand-off the step before's lone guardian is
-//     preferred as that backup, and keeps the copy in the same commit as
-//     the release of the step before, api.GuardStoreRelease — never
-//     after it; TestStoreAndReleaseInOneCommit); joins and origins keep k copies (Config.JoinReplicas,
+//     accept; a guardian of the step before is preferred as that backup,
+//     keeps the copy in the commit that releases it there,
+//     api.GuardStoreRelease, and answers before any other guardian of
+//     that step is released, settleRiding; TestRideComesBeforeEveryRelease);
+//     joins and origins keep k copies (Config.JoinReplicas,
 //     default 2) in distinct zones where possible (pickReplicas), and no
 //     step of a branch runs on a peer holding a copy of its join where
 //     another peer can run it (withJoinHolders). Two receivers of one

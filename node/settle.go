@@ -107,9 +107,7 @@ type settleAnswers struct {
 //
 // With ride set, the release sent to ride.to carries ride.store, the copy
 // of the work being taken for that peer to keep as its backup guardian,
-// written there in the release's commit (api.GuardStoreRelease); ride.to
-// must be the only peer of the only item (rideOf), so the copy is stored
-// before, or with, every release of the settle.
+// written there in the release's commit (settleRiding).
 func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string, ride *rideStore) (settleAnswers, error) {
 	if len(items) == 0 {
 		return settleAnswers{}, nil
@@ -126,7 +124,7 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by}
 			}
 			return api.GuardStatus{Key: it.Key}
-		}, true, nil); err != nil {
+		}, true, nil, nil); err != nil {
 			return settleAnswers{}, err
 		}
 	}
@@ -135,13 +133,12 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 	if by != "" {
 		took = &tookSet{}
 	}
-	err := n.settleRounds(ctx, items, func(it pack.Settle, to pack.Peer) api.GuardRequest {
-		m := settleMsg(it, attempt, self, by)
-		if r, ok := m.(api.GuardRelease); ok && ride != nil && to.ID == ride.to {
-			return api.GuardStoreRelease{Store: ride.store, Release: r}
-		}
-		return m
-	}, false, took)
+	var err error
+	if ride != nil {
+		err = n.settleRiding(ctx, attempt, items, by, ride, took)
+	} else {
+		err = n.settleRounds(ctx, items, func(it pack.Settle, _ pack.Peer) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false, took, nil)
+	}
 	var taken takenError
 	if errors.As(err, &taken) && taken.By != by {
 		n.yield(items, attempt, by, taken.By, took)
@@ -305,7 +302,7 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 	}
 	return n.settleRounds(ctx, probe, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
-	}, true, nil)
+	}, true, nil, nil)
 }
 
 // settleRounds sends msg(item) to every peer of every item, all at once;
@@ -319,7 +316,11 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 // refused as unsettled — two receivers refused that way, each recorded
 // by its own copy, would then name each other as the first, for ever
 // (join J8; issue 12, finding F4).
-func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle, pack.Peer) api.GuardRequest, probe bool, took *tookSet) error {
+//
+// settled, when set, marks items a peer not listed settled already (the
+// backup whose copy rode the release, settleRiding): their peers are
+// asked, but one that does not answer is missed, not waited for.
+func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(pack.Settle, pack.Peer) api.GuardRequest, probe bool, took *tookSet, settled []bool) error {
 	type call struct {
 		item int
 		to   pack.Peer
@@ -337,7 +338,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			others = true
 			calls = append(calls, call{i, to})
 		}
-		answered[i] = !others // settled by this peer's own answer alone
+		answered[i] = !others || (settled != nil && settled[i]) // settled by this peer's own answer alone, or before
 	}
 	deadline := time.Now().Add(settleBudget)
 	var superseded atomic.Bool
@@ -490,16 +491,69 @@ type rideStore struct {
 	store api.GuardStore
 }
 
-// loneGuardian is the only peer to release when items settle one step
-// that has one guardian other than self, and that step's key: the backup
-// a receiver prefers, so that its copy rides that release (rideStore).
-// It is the usual case after a local hand-off, whose sender keeps no
-// copy. Empty otherwise.
-func loneGuardian(items []pack.Settle, self string) (pack.Peer, string) {
-	if len(items) != 1 || items[0].Kind != pack.SettleGuard || len(items[0].Peers) != 1 || items[0].Peers[0].ID == self {
-		return pack.Peer{}, ""
+// errRideUnanswered says the backup whose copy rode the release never
+// answered (or answered pending): nothing was released, and the copy may
+// or may not be stored there (settleRiding).
+var errRideUnanswered = errors.New("the backup sent its copy with the release did not answer")
+
+// rideItem is the key and the guardians (other than self) of the step
+// the settle releases, when items settle one step before and nothing
+// else: the receiver prefers one of those guardians as its backup, so
+// that its copy rides that guardian's release (rideStore). Empty when
+// items settle anything else (join items, or several steps).
+func rideItem(items []pack.Settle, self string) (string, []pack.Peer) {
+	if len(items) != 1 || items[0].Kind != pack.SettleGuard {
+		return "", nil
 	}
-	return items[0].Peers[0], items[0].Key
+	var peers []pack.Peer
+	for _, g := range items[0].Peers {
+		if g.ID != self {
+			peers = append(peers, g)
+		}
+	}
+	if len(peers) == 0 {
+		return "", nil
+	}
+	return items[0].Key, peers
+}
+
+// settleRiding settles items (rideItem's one step) with the backup's copy
+// riding the release of ride.to: that guardian first, alone, the copy and
+// the release in one commit there (api.GuardStoreRelease); the step's
+// other guardians only once it answered, so that no guardian of the step
+// before is released before the copy of the step taken here is stored —
+// as when the copy was stored apart, before the settle (a receiver killed
+// after the releases leaves a backup that re-routes, I3). The item is
+// settled by that first answer; the others are asked as any settle asks
+// a second guardian (one that does not answer is missed). A first that
+// never answers, or answers pending, released nothing here:
+// errRideUnanswered, and the caller recruits another backup and settles
+// without a ride.
+func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settle, by string, ride *rideStore, took *tookSet) error {
+	self := n.self()
+	it := items[0]
+	first, rest := it, it
+	first.Peers, rest.Peers = nil, nil
+	for _, g := range it.Peers {
+		if g.ID == ride.to {
+			first.Peers = append(first.Peers, g)
+		} else {
+			rest.Peers = append(rest.Peers, g)
+		}
+	}
+	err := n.settleRounds(ctx, []pack.Settle{first}, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
+		r, _ := settleMsg(it, attempt, self, by).(api.GuardRelease)
+		return api.GuardStoreRelease{Store: ride.store, Release: r}
+	}, false, took, nil)
+	switch {
+	case errors.Is(err, errUnsettled):
+		return fmt.Errorf("%w: %w", errRideUnanswered, err)
+	case err != nil, len(rest.Peers) == 0:
+		return err
+	}
+	return n.settleRounds(ctx, []pack.Settle{rest}, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
+		return settleMsg(it, attempt, self, by)
+	}, false, took, []bool{true})
 }
 
 // speaks reports whether the peer id (a peer ID string) announced proto.
