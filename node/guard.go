@@ -774,8 +774,18 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 				// Those checks take seconds: the answers above are stale
 				// now (CI saw a flapping-link run re-route a step of a
 				// workflow that had ended meanwhile). Ask again.
-				movedOn, _, _, _ := n.stepMovedOn(ctx, key, o, c, p)
-				return !movedOn && ctx.Err() == nil
+				movedOn, originReached, peersReached, _ := n.stepMovedOn(ctx, key, o, c, p)
+				if movedOn || ctx.Err() != nil {
+					return false
+				}
+				// Nobody answered that last question: a cut may have begun
+				// since the pings (a flapping link; a run of the twentieth
+				// session re-routed a step whose release this peer had
+				// missed, while its co-guardian knew it was released).
+				// Ping again before acting on silence.
+				if originReached || peersReached || !n.cutOff(ctx, o.Holder.ID) {
+					return true
+				}
 			}
 			n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
