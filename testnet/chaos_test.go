@@ -74,20 +74,7 @@ func TestChaosStashed(t *testing.T) {
 	for _, scenario := range []string{"origin", "consecutive", "zone"} {
 		t.Run(scenario, func(t *testing.T) {
 			m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeFlags: []string{"--stash-min", "1"}})
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			sum, err := m.Chaos(ctx, testnet.ChaosOptions{
-				Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: 43, Reads: true,
-				Timeout: 2 * time.Minute, Progress: logWriter{t},
-			})
-			if err != nil {
-				t.Fatalf("chaos %s: %v", scenario, err)
-			}
-			out, _ := json.Marshal(sum)
-			t.Logf("chaos %s (stashed): %s", scenario, out)
-			for _, msg := range chaosFailures(sum) {
-				t.Error(msg)
-			}
+			sum := runChaos(t, m, "stashed", testnet.ChaosOptions{Scenario: scenario, Seed: 43, Reads: true})
 			if sum.Stashes+sum.StashesKept < sum.Completed {
 				t.Errorf("%d stashes (%d kept) for %d completed workflows: holders did not try to drop outputs", sum.Stashes, sum.StashesKept, sum.Completed)
 			}
@@ -125,20 +112,7 @@ func TestChaosLocalChains(t *testing.T) {
 			if m.Nodes[1].Zone != m.Nodes[4].Zone {
 				t.Fatalf("nodes 1 and 4 are in zones %s and %s: the test needs them in one", m.Nodes[1].Zone, m.Nodes[4].Zone)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			sum, err := m.Chaos(ctx, testnet.ChaosOptions{
-				Scenario: scenario, Workflows: 3, StepMillis: 500, Seed: 44,
-				Timeout: 2 * time.Minute, Progress: logWriter{t},
-			})
-			if err != nil {
-				t.Fatalf("chaos %s: %v", scenario, err)
-			}
-			out, _ := json.Marshal(sum)
-			t.Logf("chaos %s (local chains): %s", scenario, out)
-			for _, msg := range chaosFailures(sum) {
-				t.Error(msg)
-			}
+			sum := runChaos(t, m, "local chains", testnet.ChaosOptions{Scenario: scenario, Seed: 44})
 			if scenario == "blackout" {
 				return
 			}
@@ -157,6 +131,26 @@ func TestChaosLocalChains(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runChaos runs opts's scenario on m with three workflows of 500 ms
+// steps (2 min budget), logs the summary under label and fails t with
+// every chaosFailures finding.
+func runChaos(t *testing.T, m *testnet.Manifest, label string, opts testnet.ChaosOptions) *testnet.ChaosSummary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	opts.Workflows, opts.StepMillis, opts.Timeout, opts.Progress = 3, 500, 2*time.Minute, logWriter{t}
+	sum, err := m.Chaos(ctx, opts)
+	if err != nil {
+		t.Fatalf("chaos %s: %v", opts.Scenario, err)
+	}
+	out, _ := json.Marshal(sum)
+	t.Logf("chaos %s (%s): %s", opts.Scenario, label, out)
+	for _, msg := range chaosFailures(sum) {
+		t.Error(msg)
+	}
+	return sum
 }
 
 // chaosFailures lists what a chaos summary shows went wrong.
