@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -69,6 +70,13 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 			aRef, xRef, kRef := ref(a, "z1"), ref(x, "z2"), ref(k, "z3")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			// The receiver sends a copy with a release only to a peer that
+			// announced the protocol: identify, after the connection.
+			identified, err := n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer identified.Close()
 			for i, g := range []struct {
 				h host.Host
 				p pack.Peer
@@ -78,13 +86,11 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 				}
 				n.pres.observe(g.h.ID(), announcement{ID: g.p.ID, Addrs: g.p.Addrs, Zone: g.p.Zone, Boot: int64(i + 1), Seq: 1})
 			}
-			// The receiver sends a copy with a release only to a peer that
-			// announced the protocol (identify, after the connection).
 			for !n.speaks(xRef.ID, api.ProtoGuardStoreRelease) {
 				select {
 				case <-ctx.Done():
 					t.Fatal("the node never learnt that x speaks " + api.ProtoGuardStoreRelease)
-				case <-time.After(10 * time.Millisecond):
+				case <-identified.Out():
 				}
 			}
 
