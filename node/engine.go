@@ -129,11 +129,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if backup.ID != "" {
 		rec.Guardians = append(rec.Guardians, backup)
 	}
-	var ride *rideStore
-	if backup.ID != "" && rideKey != "" && rideKey != rec.GuardKey && slices.ContainsFunc(ridePeers, func(g pack.Peer) bool { return g.ID == backup.ID }) &&
-		n.speaks(backup.ID, api.ProtoGuardStoreRelease) {
-		ride = &rideStore{to: backup.ID, store: holderBackupStore(rec, backup, n.self())}
-	}
+	ride := n.rideFor(rec, backup, rideKey, ridePeers)
 	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
 	if !fresh {
 		// The same attempt handed here again (a sender whose first
@@ -426,6 +422,21 @@ func (n *Node) recruitAnotherBackup(ctx context.Context, rec held.Record, first 
 		return []pack.Peer{ref}
 	}
 	return nil
+}
+
+// rideFor is the copy backup keeps sent with its release of the step
+// rideKey (rideItem's), when backup is one of that step's guardians
+// (ridePeers), of another step than rec's, and announced the protocol
+// (a board of an older release gets the store and the release apart);
+// nil otherwise.
+func (n *Node) rideFor(rec held.Record, backup pack.Peer, rideKey string, ridePeers []pack.Peer) *rideStore {
+	if backup.ID == "" || rideKey == "" || rideKey == rec.GuardKey || !slices.ContainsFunc(ridePeers, func(g pack.Peer) bool { return g.ID == backup.ID }) {
+		return nil
+	}
+	if id, err := peer.Decode(backup.ID); err != nil || !n.speaks(id, api.ProtoGuardStoreRelease) {
+		return nil
+	}
+	return &rideStore{to: backup.ID, store: holderBackupStore(rec, backup, n.self())}
 }
 
 // holderBackupStore asks a peer to keep a copy of the work rec, held by

@@ -11,7 +11,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/node/api"
@@ -150,6 +149,10 @@ func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
 // never wait for each other in a circle. A failed write refuses both
 // events and changes nothing (I4).
 func (n *Node) stepGuardsTogether(a string, ea guard.Event, b string, eb guard.Event) (guard.Ready, guard.Ready, error) {
+	if a == b {
+		// One slot cannot be locked twice.
+		return guard.Ready{}, guard.Ready{}, fmt.Errorf("two guard events for one copy, %s, must be stepped one after the other", a)
+	}
 	first, second := a, b
 	if second < first {
 		first, second = second, first
@@ -1025,7 +1028,7 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 		seen[id] = true
 		// Mesh nodes only: a client (a laptop, the testnet harness) that
 		// still reaches this peer says nothing about the mesh.
-		if ps, err := n.host.Peerstore().SupportsProtocols(id, protocol.ID(api.ProtoHandoff)); err == nil && len(ps) > 0 {
+		if n.speaks(id, api.ProtoHandoff) {
 			known = append(known, id)
 		}
 	}
@@ -1191,8 +1194,8 @@ func (n *Node) storeEvent(m api.GuardStore) (guard.Store, error) {
 // commit. The copy is kept whatever the release is answered, as if its
 // store had come first on its own; the answer is the release's.
 func (n *Node) storeAndRelease(from peer.ID, m api.GuardStoreRelease) api.GuardReply {
-	if m.Store.Key == m.Release.Key || m.Release.Probe {
-		return api.GuardReply{Error: "a store and a release sent together must be of two steps, and not a probe"}
+	if m.Release.Probe {
+		return api.GuardReply{Error: "a release sent with a store cannot be a probe"}
 	}
 	store, err := n.storeEvent(m.Store)
 	if err != nil {

@@ -86,7 +86,7 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 				}
 				n.pres.observe(g.h.ID(), announcement{ID: g.p.ID, Addrs: g.p.Addrs, Zone: g.p.Zone, Boot: int64(i + 1), Seq: 1})
 			}
-			for !n.speaks(xRef.ID, api.ProtoGuardStoreRelease) {
+			for !n.speaks(x.ID(), api.ProtoGuardStoreRelease) {
 				select {
 				case <-ctx.Done():
 					t.Fatal("the node never learnt that x speaks " + api.ProtoGuardStoreRelease)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
-	"github.com/bedwe/bedwe/node/service"
 )
 
 // TestStoreAndReleaseInOneCommit is api.GuardStoreRelease at a real
@@ -100,18 +99,14 @@ func TestBackupCopyRidesTheRelease(t *testing.T) {
 	if final.State != api.StateSucceeded || final.StepsDone != steps {
 		t.Fatalf("%s: %s, %d steps done: %s", final.ID, final.State, final.StepsDone, final.Error)
 	}
-	recs, err := service.ReadRecords(recFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := map[string]int{}
-	for _, r := range recs {
-		runs[r.Step]++
-	}
+	runs := runsPerStep(t, recFile)
 	for i := range steps {
-		if n := runs[strconv.Itoa(i)]; n != 1 {
+		if n := runs[final.ID+" "+strconv.Itoa(i)]; n != 1 {
 			t.Errorf("step %d ran %d times, want once", i, n)
 		}
+	}
+	if len(runs) != steps {
+		t.Errorf("%d steps ran, want %d", len(runs), steps)
 	}
 	eventually(t, 30*time.Second, "every guard copy released", func() error {
 		if n := scrapeSum(t, nodes, "bedwe_guard_copies"); n != 0 {

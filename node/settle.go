@@ -556,13 +556,9 @@ func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settl
 	}, false, took, []bool{true})
 }
 
-// speaks reports whether the peer id (a peer ID string) announced proto.
-func (n *Node) speaks(id, proto string) bool {
-	pid, err := peer.Decode(id)
-	if err != nil {
-		return false
-	}
-	ps, err := n.host.Peerstore().SupportsProtocols(pid, protocol.ID(proto))
+// speaks reports whether the peer id announced proto (identify).
+func (n *Node) speaks(id peer.ID, proto string) bool {
+	ps, err := n.host.Peerstore().SupportsProtocols(id, protocol.ID(proto))
 	return err == nil && len(ps) > 0
 }
 

@@ -114,6 +114,21 @@ func countRuns(t *testing.T, recFile, svc string) int {
 	return runs
 }
 
+// runsPerStep counts the invocations in a services record file by
+// workflow and step path, keyed "WORKFLOW STEP".
+func runsPerStep(t *testing.T, recFile string) map[string]int {
+	t.Helper()
+	recs, err := service.ReadRecords(recFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for _, r := range recs {
+		runs[r.Workflow+" "+r.Step]++
+	}
+	return runs
+}
+
 // waitHandedOn waits until the events file shows step handed on.
 func waitHandedOn(t *testing.T, evFile, step string) {
 	t.Helper()

@@ -12,7 +12,6 @@ import (
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
-	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
 )
 
@@ -104,14 +103,7 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 
 	// Count what ran: with no fault, every step of both workflows exactly
 	// once (a pack that lost its place would run a step again or never).
-	recs, err := service.ReadRecords(recFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := map[string]int{}
-	for _, r := range recs {
-		runs[r.Workflow+" "+r.Step]++
-	}
+	runs := runsPerStep(t, recFile)
 	for _, st := range []api.Status{a, b} {
 		for i := 0; i <= steps; i++ {
 			if n := runs[st.ID+" "+strconv.Itoa(i)]; n != 1 {
@@ -119,8 +111,8 @@ func TestPackDropsOutputsNobodyAheadReads(t *testing.T) {
 			}
 		}
 	}
-	if len(recs) != 2*(steps+1) {
-		t.Errorf("%d invocations recorded, want %d", len(recs), 2*(steps+1))
+	if len(runs) != 2*(steps+1) {
+		t.Errorf("%d steps ran, want %d", len(runs), 2*(steps+1))
 	}
 
 	evs, err := events.Read(evFile)
