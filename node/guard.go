@@ -377,8 +377,9 @@ func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[s
 	bestScore := -1.0
 	tt := n.timetableRouting()
 	horizon := n.tt.view.Config().DefaultExpected
-	for id, a := range n.pres.live() {
-		if exclude[id] || a.Draining || n.tt.view.Suspected(id.String()) || !n.breakers.Allowed(id.String()) {
+	for _, lp := range n.pres.live() {
+		id, a := lp.id, lp.ann
+		if exclude[id] || a.Draining || n.tt.view.Suspected(a.ID) || !n.breakers.Allowed(a.ID) {
 			continue
 		}
 		score := 1.0
@@ -389,7 +390,7 @@ func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[s
 			score += 2
 		}
 		if tt {
-			switch vd := n.tt.view.CanRun(id.String(), horizon); {
+			switch vd := n.tt.view.CanRun(a.ID, horizon); {
 			case vd.Known:
 				score += 8
 			case !vd.OK:
@@ -1015,10 +1016,10 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 		seen[id] = true
 	}
 	var live, known []peer.ID
-	for id := range n.pres.live() {
-		if !seen[id] {
-			seen[id] = true
-			live = append(live, id)
+	for _, lp := range n.pres.live() {
+		if !seen[lp.id] {
+			seen[lp.id] = true
+			live = append(live, lp.id)
 		}
 	}
 	for _, id := range n.host.Peerstore().PeersWithAddrs() {

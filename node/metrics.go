@@ -331,9 +331,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	type zp struct{ zone, power string }
 	peers := map[zp]int{{n.cfg.Zone, c.power(n.cfg.Zone)}: 1}
 	states := map[breaker.State]int{breaker.Closed: 0, breaker.Open: 0, breaker.HalfOpen: 0}
-	for id, a := range n.pres.live() {
-		peers[zp{a.Zone, c.power(a.Zone)}]++
-		states[n.breakers.State(id.String())]++
+	for _, lp := range n.pres.live() {
+		peers[zp{lp.ann.Zone, c.power(lp.ann.Zone)}]++
+		states[n.breakers.State(lp.ann.ID)]++
 	}
 	for k, v := range peers {
 		gauge(c.peers, float64(v), k.zone, k.power)

@@ -106,6 +106,8 @@ type presence struct {
 	topic *pubsub.Topic
 	boot  int64
 	seq   atomic.Uint64
+	// selfID is this peer's ID in string form, encoded once.
+	selfID string
 
 	mu    sync.Mutex
 	peers map[peer.ID]*presenceEntry
@@ -132,10 +134,11 @@ const presenceQueue = 256
 func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	name := "/bedwe/" + n.cfg.Network + "/presence/1"
 	p := &presence{
-		n:     n,
-		boot:  time.Now().UnixNano(),
-		peers: map[peer.ID]*presenceEntry{},
-		dirty: make(chan struct{}, 1),
+		n:      n,
+		boot:   time.Now().UnixNano(),
+		selfID: n.host.ID().String(),
+		peers:  map[peer.ID]*presenceEntry{},
+		dirty:  make(chan struct{}, 1),
 	}
 	if err := ps.RegisterTopicValidator(name, p.validate); err != nil {
 		return nil, fmt.Errorf("presence validator: %w", err)
@@ -225,6 +228,10 @@ func (p *presence) run(ctx context.Context) {
 }
 
 func (p *presence) observe(id peer.ID, a announcement) {
+	// The view names a peer by the ID that signed its announcement, and
+	// peer choice reads that string form from the view instead of
+	// encoding the ID again for every candidate of every hop.
+	a.ID = id.String()
 	p.mu.Lock()
 	old, known := p.peers[id]
 	if known && old.ann.Boot == a.Boot && old.ann.Seq >= a.Seq {
@@ -399,6 +406,27 @@ func (p *presence) load() (cpuPercent, memPercent float64) {
 	return p.cpu, p.mem
 }
 
+// selfForChoice is this peer as peer choice weighs it, for every hop:
+// self's figures without what choice does not read and costs to build
+// (the addresses, the sorted services, the timetable's issue time). It
+// offers nothing: whether this peer offers a service is asked of its
+// registry (Node.pick).
+func (p *presence) selfForChoice() announcement {
+	n := p.n
+	slots, free, room := n.capacity()
+	a := announcement{
+		ID:       p.selfID,
+		Zone:     n.cfg.Zone,
+		Queue:    int(n.running.Load()),
+		Draining: n.draining.Load(),
+		Slots:    slots,
+		Free:     free,
+		Room:     room,
+	}
+	a.CPU, a.Mem = p.load()
+	return a
+}
+
 // selfNoLoad is self without the CPU and memory figures, which cost two
 // /proc reads: enough to tell whether the announcement changed.
 func (p *presence) selfNoLoad(bump bool) announcement {
@@ -446,14 +474,23 @@ func (p *presence) announce(ctx context.Context) announcement {
 	return self
 }
 
-// live returns the fresh entries, expiring stale ones.
-func (p *presence) live() map[peer.ID]announcement {
-	out := map[peer.ID]announcement{}
+// livePeer is a fresh entry of the view: a peer and what it announced
+// (ann.ID is id's string form, set when the announcement was taken).
+type livePeer struct {
+	id  peer.ID
+	ann announcement
+}
+
+// live returns the fresh entries, expiring stale ones. Peer choice calls
+// it for every hop, so it copies the view into one slice (a map cost a
+// hash and an allocation a peer).
+func (p *presence) live() []livePeer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expireLocked(time.Now())
+	out := make([]livePeer, 0, len(p.peers))
 	for id, e := range p.peers {
-		out[id] = e.ann
+		out = append(out, livePeer{id, e.ann})
 	}
 	return out
 }
@@ -554,9 +591,9 @@ func (p *presence) infos() []api.PeerInfo {
 	}
 	p.mu.Unlock()
 	var rest []api.PeerInfo
-	for id, a := range live {
-		connected := p.n.host.Network().Connectedness(id) == 1 // network.Connected
-		rest = append(rest, annInfo(a, seen[id], false, connected))
+	for _, lp := range live {
+		connected := p.n.host.Network().Connectedness(lp.id) == 1 // network.Connected
+		rest = append(rest, annInfo(lp.ann, seen[lp.id], false, connected))
 	}
 	for i := range out {
 		p.n.describePower(&out[i])

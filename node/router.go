@@ -2,7 +2,6 @@ package node
 
 import (
 	"math/rand/v2"
-	"sort"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -15,7 +14,7 @@ import (
 // candidate is a peer able to run a service, with what peer choice weighs.
 type candidate struct {
 	id    peer.ID
-	ann   announcement
+	ann   *announcement
 	score float64
 }
 
@@ -33,12 +32,13 @@ type candidate struct {
 // more powered time to spare, a short queue and low CPU; ties are broken at
 // random to spread work.
 func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer.ID]bool) (peer.ID, bool) {
-	var cands []candidate
-	consider := func(id peer.ID, a announcement) {
-		if exclude[id] || a.Draining || !a.offers(name) {
+	live := n.pres.live()
+	cands := make([]candidate, 0, len(live)+1)
+	consider := func(id peer.ID, a *announcement, offers bool) {
+		if exclude[id] || a.Draining || !offers {
 			return
 		}
-		if id != n.host.ID() && !n.breakers.Allowed(id.String()) {
+		if id != n.host.ID() && !n.breakers.Allowed(a.ID) {
 			return // its circuit breaker is open: recent hand-offs failed
 		}
 		score := rand.Float64() * 0.5 // spread
@@ -68,11 +68,12 @@ func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer
 		}
 		cands = append(cands, candidate{id: id, ann: a, score: score})
 	}
-	for id, a := range n.pres.live() {
-		consider(id, a)
+	for i := range live {
+		consider(live[i].id, &live[i].ann, live[i].ann.offers(name))
 	}
 	if !n.draining.Load() {
-		consider(n.host.ID(), n.pres.self(false))
+		self := n.pres.selfForChoice()
+		consider(n.host.ID(), &self, n.services.Offers(name))
 	}
 	if n.timetableRouting() {
 		cands = n.powered(name, declared, cands)
@@ -80,8 +81,13 @@ func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer
 	if len(cands) == 0 {
 		return "", false
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].score < cands[j].score })
-	return cands[0].id, true
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if c.score < best.score {
+			best = c
+		}
+	}
+	return best.id, true
 }
 
 // powered keeps the candidates the timetable says stay powered long enough
@@ -94,7 +100,7 @@ func (n *Node) powered(name string, declared time.Duration, cands []candidate) [
 	expected := view.Expected(name, n.tt.clock.Virtual(declared))
 	oc := make([]outage.Candidate, len(cands))
 	for i, c := range cands {
-		oc[i] = outage.Candidate{Peer: c.id.String(), Zone: c.ann.Zone, Queue: c.ann.Queue, CPU: c.ann.CPU}
+		oc[i] = outage.Candidate{Peer: c.ann.ID, Zone: c.ann.Zone, Queue: c.ann.Queue, CPU: c.ann.CPU}
 	}
 	ranked := view.Rank(oc, outage.Candidate{Zone: n.cfg.Zone}, expected)
 	verdicts := make(map[string]outage.Verdict, len(ranked))
@@ -106,7 +112,7 @@ func (n *Node) powered(name string, declared time.Duration, cands []candidate) [
 	ample := view.Config().AmpleMargin
 	kept := cands[:0]
 	for _, c := range cands {
-		vd, ok := verdicts[c.id.String()]
+		vd, ok := verdicts[c.ann.ID]
 		if !ok {
 			continue
 		}
@@ -132,9 +138,9 @@ func (n *Node) hasProvider(name string, declared time.Duration) bool {
 // because their circuit breaker is open, for error messages.
 func (n *Node) passedOver(name string) []string {
 	var out []string
-	for id, a := range n.pres.live() {
-		if a.offers(name) && !n.breakers.Allowed(id.String()) {
-			out = append(out, rpc.ShortID(id)+" (circuit breaker open after failed hand-offs)")
+	for _, lp := range n.pres.live() {
+		if lp.ann.offers(name) && !n.breakers.Allowed(lp.ann.ID) {
+			out = append(out, rpc.ShortID(lp.id)+" (circuit breaker open after failed hand-offs)")
 		}
 	}
 	return out

@@ -6,7 +6,8 @@
 # node` processes of BIN with the bench's services, measures idle CPU for
 # 10 s, runs one warm-up and then RUNS (default 5) sequences of STEPS
 # (default 200) echo steps one after another with `bedwe submit --wait`,
-# and prints wall time, CPU per step net of idle (utime+stime from /proc)
+# and prints wall time, CPU per step net of idle (utime+stime from /proc;
+# idle is measured for 10 s before and after the runs, and the mean used)
 # and, from every node's /metrics, the journal commits and the streams
 # served by protocol per step (bedwe_streams_served_total; none on nodes
 # older than the sixteenth session) and the requests served on shared
@@ -68,8 +69,13 @@ c0=$(counts); t0=$(date +%s.%N); a=$(cpu_ticks)
 for r in $(seq 1 "$RUNS"); do "$BIN" submit "$wf" --testnet "$D" --wait >/dev/null 2>&1 || echo "run $r failed"; done
 b=$(cpu_ticks); t1=$(date +%s.%N); c1=$(counts)
 wall=$(echo "$t1-$t0" | bc)
-net=$(echo "scale=4; ($b-$a)/$tick - $idle_per_s*$wall" | bc)
-echo "$TAG nodes=$N steps=$STEPS runs=$RUNS wall=${wall}s per_workflow=$(echo "scale=3; $wall/$RUNS" | bc)s cpu_per_step_net=$(echo "scale=3; $net*1000/($STEPS*$RUNS)" | bc)ms idle=$(echo "scale=1; $idle_per_s*100" | bc)% load=$(cut -d' ' -f1-3 /proc/loadavg)"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+# Idle again after the runs: a 40-node mesh may still be settling in the
+# first window, so the net figure uses the mean of the two.
+sleep 3; a2=$(cpu_ticks); sleep 10; b2=$(cpu_ticks); idle_after=$(echo "scale=4; ($b2-$a2)/$tick/10" | bc)
+idle_mean=$(echo "scale=4; ($idle_per_s+$idle_after)/2" | bc)
+net=$(echo "scale=4; ($b-$a)/$tick - $idle_mean*$wall" | bc)
+echo "$TAG nodes=$N steps=$STEPS runs=$RUNS wall=${wall}s per_workflow=$(echo "scale=3; $wall/$RUNS" | bc)s cpu_per_step_net=$(echo "scale=3; $net*1000/($STEPS*$RUNS)" | bc)ms idle_before=$(echo "scale=1; $idle_per_s*100" | bc)% idle_after=$(echo "scale=1; $idle_after*100" | bc)% load=$load"
 python3 - "$c0" "$c1" $((STEPS * RUNS)) <<'PY'
 import json, sys
 a, b, steps = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])

@@ -126,10 +126,21 @@ func Concurrency(s Service) (group string, limit int) {
 	return "services." + b.name, b.maxConcurrent
 }
 
-// Offers reports whether this peer declares service name.
+// Offers reports whether this peer declares service name (as Lookup
+// finds it, without building the service: peer choice asks on every hop).
 func (r *Registry) Offers(name string) bool {
-	_, ok := r.Lookup(name)
-	return ok
+	if _, ok := r.services[name]; ok {
+		return true
+	}
+	if checkName(name) != "" {
+		return false
+	}
+	for _, p := range r.patterns {
+		if ok, _ := path.Match(p.match, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // keywords are the workflow language's reserved words; a service cannot be
