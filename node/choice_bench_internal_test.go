@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/breaker"
@@ -44,14 +42,7 @@ func choiceNode(b testing.TB, peers int) *Node {
 	}
 	n.pres = &presence{n: n, selfID: h.ID().String(), peers: map[peer.ID]*presenceEntry{}}
 	for i := range peers {
-		_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-		if err != nil {
-			b.Fatal(err)
-		}
-		id, err := peer.IDFromPublicKey(pub)
-		if err != nil {
-			b.Fatal(err)
-		}
+		id := newPeerID(b)
 		a := announcement{ID: id.String(), Zone: fmt.Sprintf("z%d", i%4), Patterns: []string{"*"},
 			Slots: 16, Free: 16, Room: 80, Seq: 1, Boot: 1, Refresh: time.Hour.Milliseconds()}
 		n.pres.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: time.Hour}
@@ -87,14 +78,7 @@ func TestPeerChoiceReadsTheViewsIDs(t *testing.T) {
 	}
 
 	// A known peer's next announcement (a newcomer's would also greet it).
-	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newPeerID(t)
 	first := announcement{ID: signer.String(), Zone: "z1", Seq: 1, Boot: 1, Refresh: time.Hour.Milliseconds()}
 	n.pres.peers[signer] = &presenceEntry{ann: first, lastSeen: time.Now(), ttl: time.Hour}
 	n.pres.observe(signer, announcement{ID: keep.ann.ID, Zone: "z1", Seq: 2, Boot: 1, Refresh: time.Hour.Milliseconds()})

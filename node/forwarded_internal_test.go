@@ -117,7 +117,7 @@ func journalCommits(t *testing.T, n *Node) float64 {
 }
 
 // newPeerID is the ID of a key made for the test (no host behind it).
-func newPeerID(t *testing.T) peer.ID {
+func newPeerID(t testing.TB) peer.ID {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
