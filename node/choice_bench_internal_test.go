@@ -17,8 +17,8 @@ import (
 )
 
 // choiceNode is a node with what peer choice reads: a host that listens
-// nowhere, the bench's services, breakers, the outage view and a presence
-// view of peers live peers in four zones.
+// nowhere, a catch-all echo service, breakers, the outage view and a
+// presence view of the given number of live peers in four zones.
 func choiceNode(b testing.TB, peers int) *Node {
 	b.Helper()
 	h, err := libp2p.New(libp2p.NoListenAddrs)
