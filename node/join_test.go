@@ -120,13 +120,12 @@ func TestJoinCopiesPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runsOf := map[string]int{}
 	for _, r := range recs {
-		runsOf[r.Workflow+" "+r.Step]++
 		if r.Peer == "" {
 			t.Errorf("invocation of %s %s does not name its peer", r.Workflow, r.Step)
 		}
 	}
+	runsOf := runsPerStep(t, recFile)
 	if len(runsOf) != runs*6 {
 		t.Errorf("%d distinct steps executed, want %d", len(runsOf), runs*6)
 	}

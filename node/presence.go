@@ -412,9 +412,17 @@ func (p *presence) load() (cpuPercent, memPercent float64) {
 // offers nothing: whether this peer offers a service is asked of its
 // registry (Node.pick).
 func (p *presence) selfForChoice() announcement {
+	a := p.selfCore()
+	a.CPU, a.Mem = p.load()
+	return a
+}
+
+// selfCore is what self and selfForChoice share: who and where this peer
+// is, its room and whether it drains.
+func (p *presence) selfCore() announcement {
 	n := p.n
 	slots, free, room := n.capacity()
-	a := announcement{
+	return announcement{
 		ID:       p.selfID,
 		Zone:     n.cfg.Zone,
 		Queue:    int(n.running.Load()),
@@ -423,8 +431,6 @@ func (p *presence) selfForChoice() announcement {
 		Free:     free,
 		Room:     room,
 	}
-	a.CPU, a.Mem = p.load()
-	return a
 }
 
 // selfNoLoad is self without the CPU and memory figures, which cost two
@@ -439,23 +445,13 @@ func (p *presence) selfNoLoad(bump bool) announcement {
 	if bump {
 		seq = p.seq.Add(1)
 	}
-	slots, free, room := n.capacity()
-	return announcement{
-		Slots:    slots,
-		Free:     free,
-		Room:     room,
-		ID:       n.host.ID().String(),
-		Addrs:    addrs,
-		Zone:     n.cfg.Zone,
-		Services: n.services.Names(),
-		Patterns: n.services.Patterns(),
-		Queue:    int(n.running.Load()),
-		Draining: n.draining.Load(),
-		Seq:      seq,
-		Boot:     p.boot,
-		Sched:    n.announcedSchedule(),
-		Refresh:  p.refresh().Milliseconds(),
-	}
+	a := p.selfCore()
+	a.Addrs = addrs
+	a.Services, a.Patterns = n.services.Names(), n.services.Patterns()
+	a.Seq, a.Boot = seq, p.boot
+	a.Sched = n.announcedSchedule()
+	a.Refresh = p.refresh().Milliseconds()
+	return a
 }
 
 // announce publishes this peer's presence and returns what it published.

@@ -94,19 +94,30 @@ func (r *Registry) Patterns() []string {
 // one, else the first pattern that matches. A name that is not a valid
 // workflow service name is never offered.
 func (r *Registry) Lookup(name string) (Service, bool) {
+	s, i, ok := r.find(name)
+	if !ok || s != nil {
+		return s, ok
+	}
+	p := r.patterns[i]
+	return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock, rec: r.rec,
+		maxConcurrent: p.maxConcurrent, group: fmt.Sprintf("patterns[%d] %s", i, p.match)}, true
+}
+
+// find is Lookup's search: the explicit entry for name (s), or else the
+// index of the first pattern that matches it.
+func (r *Registry) find(name string) (s Service, pattern int, ok bool) {
 	if s, ok := r.services[name]; ok {
-		return s, true
+		return s, -1, true
 	}
 	if checkName(name) != "" {
-		return nil, false
+		return nil, -1, false
 	}
 	for i, p := range r.patterns {
 		if ok, _ := path.Match(p.match, name); ok {
-			return &bound{name: name, r: p.r, timeout: p.timeout, expect: p.expect, clock: p.clock, rec: r.rec,
-				maxConcurrent: p.maxConcurrent, group: fmt.Sprintf("patterns[%d] %s", i, p.match)}, true
+			return nil, i, true
 		}
 	}
-	return nil, false
+	return nil, -1, false
 }
 
 // Concurrency returns a service's limit on concurrent executions from its
@@ -129,18 +140,8 @@ func Concurrency(s Service) (group string, limit int) {
 // Offers reports whether this peer declares service name (as Lookup
 // finds it, without building the service: peer choice asks on every hop).
 func (r *Registry) Offers(name string) bool {
-	if _, ok := r.services[name]; ok {
-		return true
-	}
-	if checkName(name) != "" {
-		return false
-	}
-	for _, p := range r.patterns {
-		if ok, _ := path.Match(p.match, name); ok {
-			return true
-		}
-	}
-	return false
+	_, _, ok := r.find(name)
+	return ok
 }
 
 // keywords are the workflow language's reserved words; a service cannot be
