@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,8 +17,8 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// choiceNode is a node with what peer choice reads: a host that listens
-// nowhere, a catch-all echo service, breakers, the outage view and a
+// choiceNode is a node with what peer choice reads: a context for its
+// background tasks, a host that listens nowhere, a catch-all echo service, breakers, the outage view and a
 // presence view of the given number of live peers in four zones.
 func choiceNode(b testing.TB, peers int) *Node {
 	b.Helper()
@@ -33,7 +34,10 @@ func choiceNode(b testing.TB, peers int) *Node {
 	cfg := TestnetConfig()
 	cfg.Zone, cfg.DataDir = "z0", b.TempDir()
 	cfg.fillDefaults()
-	n := &Node{host: h, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker)}
+	n := &Node{host: h, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker), returned: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.ctx = ctx
+	b.Cleanup(func() { cancel(); n.wg.Wait() })
 	if err := n.newBulkhead(); err != nil {
 		b.Fatal(err)
 	}

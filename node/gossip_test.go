@@ -17,6 +17,7 @@ import (
 	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/client"
 	"github.com/bedwe/bedwe/node/rpc"
 )
 
@@ -191,12 +192,14 @@ func TestGossipConfigShapes(t *testing.T) {
 
 // TestNewcomerGreetedDirectly: a node that sees a newcomer (here a
 // connection from a member its view lacks: a real libp2p host) sends it
-// its presence announcement on a stream of its own, instead of gossiping
-// an announcement to the whole mesh — at the start of a 40-node mesh the
-// gossiped ones overflowed gossipsub's queues (fifteenth session). The
-// newcomer gets the node's announcement, signed by the stream's peer; and
-// a greeting the newcomer sends is taken into the node's view (the node,
-// seeing a newcomer, greets it back).
+// its presence announcement on a stream of its own, over that connection,
+// instead of gossiping an announcement to the whole mesh — at the start of
+// a 40-node mesh the gossiped ones overflowed gossipsub's queues (fifteenth
+// session). A greeting the newcomer sends is taken into the node's view,
+// and the node answers it with its own announcement and its view, so a
+// newcomer learns the mesh from the peers it is connected to and no peer
+// has to dial it (twenty-second session): a second newcomer's greeting is
+// answered with a view that holds the first.
 func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
 	h := p2ptest.Host(t)
@@ -218,19 +221,82 @@ func TestNewcomerGreetedDirectly(t *testing.T) {
 		t.Fatal("the newcomer was never greeted")
 	}
 	// The other way: the newcomer greets the node, which takes the
-	// announcement into its view as a newcomer's and so greets it again.
-	hello, err := json.Marshal(map[string]any{"id": h.ID().String(), "zone": "z9", "seq": 1, "boot": 1})
+	// announcement into its view and answers with its own.
+	nodeID := mustDecode(t, nf.PeerID)
+	first := greetNode(t, h, nodeID, "z9")
+	if self, _ := first["self"].(map[string]any); self["id"] != nf.PeerID {
+		t.Fatalf("the node answered the newcomer's greeting with %v; want its own announcement (id %s)", first, nf.PeerID)
+	}
+	second := p2ptest.Host(t)
+	connectHost(t, second, nf)
+	ans := greetNode(t, second, nodeID, "z8")
+	view, _ := ans["view"].([]any)
+	found := false
+	for _, e := range view {
+		r, _ := e.(map[string]any)
+		if a, _ := r["ann"].(map[string]any); a["id"] == h.ID().String() && a["zone"] == "z9" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the answer to a second newcomer relays %v; want the first newcomer's announcement (zone z9) in it", view)
+	}
+}
+
+// A mesh is learnt without every peer dialling every other: ten real
+// nodes, each bootstrapped from the first and keeping TargetPeers 2, all
+// come to see all ten, while they hold at most 2 × 10 connections (each
+// node dials its bootstrap peer and, below TargetPeers, one more).
+// Greeting every newcomer by dialling it, as before the twenty-second
+// session, connects nearly every pair (45 here, 780 on 40 nodes).
+func TestMeshLearntWithoutDiallingEveryone(t *testing.T) {
+	const n, target = 10, 2
+	nodes := startMesh(t, "greet", n, func(_ int, cfg *node.Config) string {
+		cfg.TargetPeers = target
+		return echoServices
+	})
+	ends := 0
+	for i, nf := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := client.Dial(ctx, nf.Addrs[0])
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		peers, err := cl.Peers(ctx)
+		cl.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		for _, p := range peers {
+			if p.Connected && !p.Self {
+				ends++
+			}
+		}
+	}
+	if ends/2 > n*target {
+		t.Fatalf("%d connections among %d nodes that keep %d peers each; want at most %d (the full mesh is %d)", ends/2, n, target, n*target, n*(n-1)/2)
+	}
+}
+
+// greetNode sends the node id host h's announcement (zone zone) as a
+// presence greeting and returns the decoded answer.
+func greetNode(t *testing.T, h host.Host, id peer.ID, zone string) map[string]any {
+	t.Helper()
+	hello, err := json.Marshal(map[string]any{"id": h.ID().String(), "zone": zone, "seq": 1, "boot": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := rpc.Call(context.Background(), h, mustDecode(t, nf.PeerID), api.ProtoPresenceHello, hello, 16, 10*time.Second); err != nil || string(rep) != "ok" {
-		t.Fatalf("the node answered the newcomer's greeting %q, %v; want ok", rep, err)
+	rep, err := rpc.Call(context.Background(), h, id, api.ProtoPresenceHello, hello, 256<<10, 10*time.Second)
+	if err != nil {
+		t.Fatalf("greeting the node: %v", err)
 	}
-	select {
-	case <-got:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the node did not take the newcomer's greeting into its view (no greeting back)")
+	var ans map[string]any
+	if err := json.Unmarshal(rep, &ans); err != nil {
+		t.Fatalf("the node answered a greeting %q: %v", rep, err)
 	}
+	return ans
 }
 
 func mustDecode(t *testing.T, id string) peer.ID {

@@ -202,7 +202,9 @@ func (n *Node) peerReturned(id peer.ID) {
 // 32-message queues (tens of thousands of drops; newcomers are now greeted
 // directly, presence.greet, and the queues are presenceQueue deep), and
 // with that fixed the count is back (fifteenth session,
-// docs/bench/notes.md).
+// docs/bench/notes.md). Since the twenty-second session a greeting goes
+// only over an open connection, so this and the bootstrap peers are what
+// a node dials before it has work to hand on.
 func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return

@@ -227,7 +227,12 @@ func (p *presence) run(ctx context.Context) {
 	}
 }
 
-func (p *presence) observe(id peer.ID, a announcement) {
+// observe takes an announcement signed by id (gossiped, or sent on a
+// stream from id) into the view. A newcomer is greeted back unless it is
+// the one greeting (serveHello answers it with this peer's announcement).
+func (p *presence) observe(id peer.ID, a announcement) { p.observeFrom(id, a, true) }
+
+func (p *presence) observeFrom(id peer.ID, a announcement, greetNewcomer bool) {
 	// The view names a peer by the ID that signed its announcement, and
 	// peer choice reads that string form from the view instead of
 	// encoding the ID again for every candidate of every hop.
@@ -259,7 +264,9 @@ func (p *presence) observe(id peer.ID, a announcement) {
 		p.n.maybeConnect(id)
 		p.n.peerReturned(id)
 		// A newcomer has not heard us yet.
-		p.greet(id)
+		if greetNewcomer {
+			p.greet(id)
+		}
 	}
 	// presence.json changes only with what it shows (not last_seen).
 	if !known || old.ann.Boot != a.Boot || !fileSame(old.ann, a) {
@@ -290,17 +297,24 @@ func (p *presence) poke() {
 	}
 }
 
-// greet sends this peer's announcement to the newcomer id (a peer that
-// starts, or is back from a cut, and that this one's view lacks), which
-// takes it as if it came by gossip (serveHello). Not an announcement
-// gossiped to the whole mesh: at the start of a mesh every peer is a
-// newcomer to every other, and announcing to all for each one made every
-// node announce ~30 times in its first minute; that storm overflowed
-// gossipsub's queues (tens of thousands of announcements dropped in a
-// 40-node start) and peers missed each other until a refresh (fifteenth
-// session, docs/bench/notes.md).
+// greet sends this peer's announcement to id, a newcomer (a peer that
+// starts, or is back from a cut, and that this one's view lacks) or a
+// connected peer whose view this one pulls (pullView), over a connection
+// that is already open; the greeted peer takes it as if it came by gossip
+// and answers with its own announcement and the view it holds (serveHello),
+// which this peer takes in.
+//
+// Why directly, and why only over an open connection: at the start of a
+// mesh every peer is a newcomer to every other. Announcing to all for each
+// one made every node announce ~30 times in its first minute and overflowed
+// gossipsub's queues (fifteenth session, docs/bench/notes.md). Greeting
+// every newcomer, by dialling it, made every node connect to every other
+// (twenty-first session: 39 peers and ~59 connections a node at 40 nodes,
+// whatever TargetPeers says). Now a node greets only the peers it is
+// connected to, and a newcomer learns the rest of the mesh from their
+// answers; its own announcement reaches the others by gossip.
 func (p *presence) greet(id peer.ID) {
-	if id == p.n.host.ID() {
+	if id == p.n.host.ID() || p.n.host.Network().Connectedness(id) != network.Connected {
 		return
 	}
 	p.n.spawn(func(ctx context.Context) {
@@ -308,22 +322,149 @@ func (p *presence) greet(id peer.ID) {
 		if err != nil {
 			return
 		}
-		if _, err := p.n.calls.Call(ctx, id, api.ProtoPresenceHello, data, 16, p.n.cfg.StreamTimeout); err != nil {
-			p.n.log.Debug("could not greet a newcomer", "peer", rpc.ShortID(id), "err", err)
+		ctx = network.WithNoDial(ctx, "presence greeting: only over an open connection")
+		reply, err := p.n.calls.Call(ctx, id, api.ProtoPresenceHello, data, maxHelloAnswer, p.n.cfg.StreamTimeout)
+		if err != nil {
+			p.n.log.Debug("could not greet a peer", "peer", rpc.ShortID(id), "err", err)
+			return
 		}
+		p.takeHelloAnswer(id, reply)
 	})
+}
+
+// maxHelloAnswer bounds a greeted peer's answer (its announcement and its
+// view): a view that would not fit is cut short (helloAnswerFor).
+const maxHelloAnswer = 256 << 10
+
+// helloAnswer is what a greeted peer answers (api.ProtoPresenceHello): its
+// own announcement and the others it holds in its view. An older version
+// answers "ok", and a refused greeting is answered "no".
+type helloAnswer struct {
+	Self announcement    `json:"self"`
+	View []relayedAnnoun `json:"view,omitempty"`
+}
+
+// relayedAnnoun is one entry of a greeted peer's view: an announcement it
+// took (signed by the peer it names), how long ago it took it and how long
+// it keeps it without a newer one.
+type relayedAnnoun struct {
+	Ann   announcement `json:"ann"`
+	AgeMs int64        `json:"age_ms"`
+	TTLMs int64        `json:"ttl_ms"`
 }
 
 // serveHello takes a peer's announcement sent straight to this one
 // (greet): the stream's authenticated peer is its signer, so it is checked
-// as a gossiped one is (acceptable) and observed.
+// as a gossiped one is (acceptable) and observed. The answer carries this
+// peer's own announcement and its view (helloAnswerFor).
 func (p *presence) serveHello(_ context.Context, from peer.ID, req []byte) []byte {
 	var a announcement
 	if len(req) > maxPresenceBytes || json.Unmarshal(req, &a) != nil || from == p.n.host.ID() || !p.acceptable(from, a) {
 		return []byte("no")
 	}
-	p.observe(from, a)
-	return []byte("ok")
+	p.observeFrom(from, a, false)
+	return p.helloAnswerFor(from)
+}
+
+// helloAnswerFor encodes this peer's announcement and its view, less the
+// greeting peer, within maxHelloAnswer (a view too large for it is cut
+// short: the greeting peer learns the rest by gossip).
+func (p *presence) helloAnswerFor(from peer.ID) []byte {
+	ans := helloAnswer{Self: p.selfNoLoad(false)}
+	now := time.Now()
+	p.mu.Lock()
+	p.expireLocked(now)
+	for id, e := range p.peers {
+		if id != from {
+			ans.View = append(ans.View, relayedAnnoun{Ann: e.ann, AgeMs: now.Sub(e.lastSeen).Milliseconds(), TTLMs: e.ttl.Milliseconds()})
+		}
+	}
+	p.mu.Unlock()
+	for {
+		data, err := json.Marshal(ans)
+		if err != nil {
+			return []byte("no")
+		}
+		if len(data) <= maxHelloAnswer || len(ans.View) == 0 {
+			return data
+		}
+		ans.View = ans.View[:len(ans.View)/2]
+	}
+}
+
+// takeHelloAnswer takes in what a greeted peer answered: its own
+// announcement, signed by the stream's peer, as if it came by gossip, and
+// the announcements of its view that this peer's view lacks (relayed).
+func (p *presence) takeHelloAnswer(from peer.ID, reply []byte) {
+	var ans helloAnswer
+	if len(reply) < 2 || reply[0] != '{' || json.Unmarshal(reply, &ans) != nil {
+		return // "ok" from an older version, or "no"
+	}
+	if p.acceptable(from, ans.Self) {
+		p.observeFrom(from, ans.Self, false)
+	}
+	for _, r := range ans.View {
+		p.observeRelayed(r)
+	}
+}
+
+// observeRelayed takes an announcement another peer relayed from its view
+// (takeHelloAnswer) when this peer's view lacks its signer. It keeps the
+// relaying peer's age and time to live, so a relay never makes an entry
+// younger than the relaying peer's own, and it changes nothing the signer
+// itself said: a peer already in the view, or this peer, is left as it is.
+// Unlike an announcement from the peer itself, a relayed one does not clear
+// a heartbeat suspicion or a breaker: the relaying peer may not have heard
+// of a death this one has.
+func (p *presence) observeRelayed(r relayedAnnoun) {
+	a := r.Ann
+	id, err := peer.Decode(a.ID)
+	age, ttl := time.Duration(r.AgeMs)*time.Millisecond, time.Duration(r.TTLMs)*time.Millisecond
+	if err != nil || id == p.n.host.ID() || age < 0 || age >= ttl || len(a.Addrs) > maxAnnouncedAddrs || !p.acceptable(id, a) {
+		return
+	}
+	now := time.Now()
+	at := p.n.tt.clock.Now().Add(-p.n.tt.clock.Virtual(age))
+	p.mu.Lock()
+	if _, known := p.peers[id]; known {
+		p.mu.Unlock()
+		return
+	}
+	a.ID = id.String()
+	p.peers[id] = &presenceEntry{ann: a, lastSeen: now.Add(-age), ttl: ttl, seenAt: at}
+	p.mu.Unlock()
+	p.n.tt.view.ObserveFor(a.ID, a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
+	var addrs []ma.Multiaddr
+	for _, s := range a.Addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			addrs = append(addrs, m)
+		}
+	}
+	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
+	p.n.log.Debug("peer present (relayed)", "peer", rpc.ShortID(id), "zone", a.Zone)
+	p.n.maybeConnect(id)
+	// A new candidate for a dispatcher that waits for one.
+	p.n.peerReturned(id)
+	p.markDirty()
+	p.n.maybePullSchedule(id, a.Sched)
+}
+
+// pullView greets one connected peer of the view, picked at random, and so
+// takes in the announcements of its view that this one lacks: a newcomer
+// that connected to its first peers before they knew the mesh, or that
+// missed the early announcements of peers it is not connected to, learns
+// them without waiting for their refresh (minutes on a large mesh).
+func (p *presence) pullView() {
+	nw := p.n.host.Network()
+	var connected []peer.ID
+	for _, id := range nw.Peers() {
+		if _, known := p.get(id); known {
+			connected = append(connected, id)
+		}
+	}
+	if len(connected) > 0 {
+		p.greet(connected[rand.IntN(len(connected))])
+	}
 }
 
 // announceLoop publishes this peer's presence: a few times quickly after
@@ -336,18 +477,29 @@ func (p *presence) announceLoop(ctx context.Context) {
 	// joining can reach nobody, and the next chance is the refresh, a
 	// minute or more on a large mesh.
 	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	// The early announcements from 1.7 s on (the fourth), and every
+	// refresh, also pull a connected peer's view (pullView): a node greets
+	// only the peers it is connected to, so one that missed another's
+	// early announcements would otherwise wait for its refresh.
+	const pullFromEarly = 3
 	var last announcement
 	var lastAt time.Time
-	force := true
+	force, pull, step := true, false, 0
 	for {
 		cur := p.selfNoLoad(false)
-		if force || !cur.same(last) || time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond) {
+		refreshDue := time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond)
+		if force || !cur.same(last) || refreshDue {
 			last, lastAt = p.announce(ctx), time.Now()
+			if pull || (refreshDue && !force) {
+				p.pullView()
+			}
 		}
-		force = false
+		force, pull = false, false
 		wait := jitter(p.n.cfg.AnnounceInterval)
 		if len(early) > 0 {
 			wait, early, force = early[0], early[1:], true
+			step++
+			pull = step >= pullFromEarly
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -661,7 +813,8 @@ func (p *presence) fileLoop(ctx context.Context) {
 
 // watchConns keeps the slowly refreshed view honest between refreshes:
 // a connection from a member the view lacks (a newcomer, or a peer back
-// from a partition) makes this peer announce itself at once, and a view
+// from a partition) makes this peer greet it at once (and take in its
+// view from the answer), and a view
 // peer whose last connection closed is dialled once and, if that fails (a
 // killed process: its connections are reset and nothing answers), kept
 // only for PresenceTTL after its last announcement, as before presence

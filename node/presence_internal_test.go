@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/node/member"
 )
 
 func TestAnnouncementSameIgnoresLoad(t *testing.T) {
@@ -101,4 +103,87 @@ func TestNoteTakenNotOverANewerAnnouncement(t *testing.T) {
 	if a, _ := p.get(id); a.Room != 2 {
 		t.Errorf("taken after a restart's announcement: room %d, want 2", a.Room)
 	}
+}
+
+// A greeted peer's answer carries its own announcement and its view, less
+// the greeting peer, with each entry's age and time to live; the greeting
+// peer takes from it only the peers its view lacks (observeRelayed),
+// keeping their age, and leaves alone a peer it already holds, an entry
+// the relaying peer was about to drop, an entry that names a peer other
+// than the one that signed it, and itself.
+func TestHelloAnswerRelaysTheView(t *testing.T) {
+	relay := choiceNode(t, 3)
+	gate, err := member.NewGate(member.Policy{Self: relay.host.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay.gate = gate
+	greeter := newPeerID(t)
+	relay.pres.peers[greeter] = &presenceEntry{ann: announcement{ID: greeter.String(), Seq: 1, Boot: 1}, lastSeen: time.Now(), ttl: time.Hour}
+	var ans helloAnswer
+	if err := json.Unmarshal(relay.pres.helloAnswerFor(greeter), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if ans.Self.ID != relay.host.ID().String() {
+		t.Errorf("answer's own announcement names %q, want the relaying peer %s", ans.Self.ID, relay.host.ID())
+	}
+	if len(ans.View) != 3 {
+		t.Fatalf("answer relays %d peers, want the 3 of its view besides the greeting peer", len(ans.View))
+	}
+	for _, r := range ans.View {
+		if r.Ann.ID == greeter.String() {
+			t.Error("the answer relays the greeting peer's own announcement back to it")
+		}
+		if r.TTLMs != time.Hour.Milliseconds() || r.AgeMs < 0 || r.AgeMs > time.Minute.Milliseconds() {
+			t.Errorf("relayed %s with age %d ms, ttl %d ms; want its entry's (ttl one hour)", r.Ann.ID, r.AgeMs, r.TTLMs)
+		}
+	}
+
+	taker := choiceNode(t, 0)
+	taker.gate, err = member.NewGate(member.Policy{Self: taker.host.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := ans.View[0]
+	held := announcement{ID: known.Ann.ID, Zone: "mine", Seq: 9, Boot: 9}
+	taker.pres.peers[mustDecodeID(t, known.Ann.ID)] = &presenceEntry{ann: held, lastSeen: time.Now(), ttl: time.Hour}
+	old := ans.View[1]
+	old.AgeMs, old.TTLMs = 61_000, 60_000
+	aged := ans.View[2]
+	aged.AgeMs = 30_000
+	impostor := aged
+	impostor.Ann.ID = "not-a-peer-id"
+	self := aged
+	self.Ann.ID = taker.host.ID().String()
+	for _, r := range []relayedAnnoun{known, old, aged, impostor, self} {
+		taker.pres.observeRelayed(r)
+	}
+	if e := taker.pres.peers[mustDecodeID(t, known.Ann.ID)]; e.ann.Zone != "mine" || e.ann.Seq != 9 {
+		t.Errorf("a relayed announcement replaced the peer's own (zone %q seq %d)", e.ann.Zone, e.ann.Seq)
+	}
+	if _, ok := taker.pres.peers[mustDecodeID(t, old.Ann.ID)]; ok {
+		t.Error("an entry older than its time to live was taken")
+	}
+	e, ok := taker.pres.peers[mustDecodeID(t, aged.Ann.ID)]
+	if !ok {
+		t.Fatal("a peer the view lacked was not taken from the relayed view")
+	}
+	if since := time.Since(e.lastSeen); since < 30*time.Second || since > 31*time.Second || e.ttl != time.Hour {
+		t.Errorf("relayed entry last seen %v ago with ttl %v; want the relaying peer's 30 s and one hour", since, e.ttl)
+	}
+	if e.ann.ID != aged.Ann.ID {
+		t.Errorf("relayed entry filed naming %q, want %q", e.ann.ID, aged.Ann.ID)
+	}
+	if len(taker.pres.peers) != 2 {
+		t.Errorf("view holds %d peers after the relay, want 2 (the held one and the one taken)", len(taker.pres.peers))
+	}
+}
+
+func mustDecodeID(t *testing.T, s string) peer.ID {
+	t.Helper()
+	id, err := peer.Decode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -4,14 +4,17 @@
 # Connections and memory of a loopback testnet (issue 14): starts NODES
 # (default 40) `bedwe node` processes of BIN in 4 zones with the bench's
 # services, and prints the established TCP connections per node process
-# (ss), the median VmRSS and RssAnon, and the idle CPU of all nodes over
+# (ss), how long `testnet up` took (it returns once every node sees every
+# peer), the median VmRSS and RssAnon, and the idle CPU of all nodes over
 # 20 s: 60 s after start, then 30 s and 110 s after three sequences of 200
 # no-op steps (reads=()). Run it on an otherwise quiet machine and alternate
 # the binaries being compared (twenty-first session, docs/bench/notes.md).
 BIN=$1; TAG=$2; N=${3:-40}
 D=$(mktemp -d /tmp/conns-$TAG-XXXX)
 $BIN bench --print-services > $D.services.yaml
+t0=$(date +%s.%N)
 $BIN testnet up --nodes $N --zones 4 --dir $D --services $D.services.yaml --announce 5s > $D.up.log 2>&1 || { echo up failed; exit 1; }
+echo "$TAG: testnet up (until every node sees every peer) $(echo "$(date +%s.%N) - $t0" | bc | cut -c1-5) s"
 trap "$BIN testnet down --dir $D >/dev/null 2>&1" EXIT
 pids=$(for f in $D/node-*/node.json; do python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' $f; done)
 tick=$(getconf CLK_TCK)
