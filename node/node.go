@@ -138,7 +138,8 @@
 //	             (node/member): swarm key, gater, members-only protocols,
 //	             client authorization, rate limits
 //	identity.go  the persistent libp2p key and atomic file writes
-//	presence.go  gossiped presence and the live view of the mesh
+//	presence.go  gossiped presence and the live view of the mesh; greetings
+//	             over open connections, answered with the view
 //	router.go    peer choice for the next service
 //	capacity.go  the bulkhead (node/bulkhead): limits on concurrent
 //	             steps, the busy refusal, submission admission

@@ -4,7 +4,7 @@
 # CPU per step of a no-op sequence, summed over all node processes and net
 # of idle (issue 14): starts a loopback testnet of NODES (default 8) `bedwe
 # node` processes of BIN with the bench's services, measures idle CPU for
-# 10 s, runs one warm-up and then RUNS (default 5) sequences of STEPS
+# 10 s, runs one warm-up (WARMUP) and then RUNS (default 5) sequences of STEPS
 # (default 200) echo steps one after another with `bedwe submit --wait`,
 # and prints wall time, CPU per step net of idle (utime+stime from /proc;
 # idle is measured for 10 s before and after the runs, and the mean used)
@@ -19,7 +19,10 @@
 #
 # Environment: READS=1 gives every step reads=() (it reads no earlier
 # output: echo outputs stop growing, and outputs nobody ahead reads may
-# leave the pack, issue 14); NODE_FLAGS="--stash-min 0" (words) are
+# leave the pack, issue 14); WARMUP=K runs K warm-up sequences instead of
+# one (a mesh whose nodes connect only when work needs it, twenty-second
+# session, makes most of its connections in its first thousand hops);
+# NODE_FLAGS="--stash-min 0" (words) are
 # appended to every node's command line. The last line gives the largest
 # and the mean size of the packs handed to another node (events' bytes).
 set -euo pipefail
@@ -59,7 +62,7 @@ print(json.dumps(tot))
 PY
 }
 a=$(cpu_ticks); sleep 10; b=$(cpu_ticks); idle_per_s=$(echo "scale=4; ($b-$a)/$tick/10" | bc)
-"$BIN" submit "$wf" --testnet "$D" --wait >/dev/null 2>&1 # warm-up
+for w in $(seq 1 "${WARMUP:-1}"); do "$BIN" submit "$wf" --testnet "$D" --wait >/dev/null 2>&1 || echo "warm-up $w failed"; done
 if [ -n "$PROF" ]; then
 	for f in "$D"/node-*/node.json; do
 		curl -s -o "$PROF.$(basename "$(dirname "$f")").pprof" "http://$(field "$f" http)/debug/pprof/profile?seconds=20" &
