@@ -299,8 +299,8 @@ func (p *presence) poke() {
 
 // greet sends this peer's announcement to id, a newcomer (a peer that
 // starts, or is back from a cut, and that this one's view lacks) or a
-// connected peer whose view this one pulls (pullView), over a connection
-// that is already open; the greeted peer takes it as if it came by gossip
+// connected peer whose view this one pulls (pullView), if a connection to
+// it is open; the greeted peer takes it as if it came by gossip
 // and answers with its own announcement and the view it holds (serveHello),
 // which this peer takes in.
 //
@@ -322,7 +322,10 @@ func (p *presence) greet(id peer.ID) {
 		if err != nil {
 			return
 		}
-		ctx = network.WithNoDial(ctx, "presence greeting: only over an open connection")
+		// Not network.WithNoDial: the request may open the peer's shared
+		// session (rpc.Mux), and a session opened without dialling would
+		// fail every request waiting on it if the connection had just
+		// closed. The check above is what keeps greetings off new dials.
 		reply, err := p.n.calls.Call(ctx, id, api.ProtoPresenceHello, data, maxHelloAnswer, p.n.cfg.StreamTimeout)
 		if err != nil {
 			p.n.log.Debug("could not greet a peer", "peer", rpc.ShortID(id), "err", err)
