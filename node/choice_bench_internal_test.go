@@ -17,9 +17,10 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// choiceNode is a node with what peer choice reads: a context for its
-// background tasks, a host that listens nowhere, a catch-all echo service, breakers, the outage view and a
-// presence view of the given number of live peers in four zones.
+// choiceNode is a node with what peer choice reads: a host that listens
+// nowhere, a catch-all echo service, breakers, the outage view and a
+// presence view of the given number of live peers in four zones; and a
+// context for its background tasks (presence dials and greets in them).
 func choiceNode(b testing.TB, peers int) *Node {
 	b.Helper()
 	h, err := libp2p.New(libp2p.NoListenAddrs)

@@ -247,14 +247,7 @@ func (p *presence) observeFrom(id peer.ID, a announcement, greetNewcomer bool) {
 	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: ttl, seenAt: at}
 	p.mu.Unlock()
 	p.n.tt.view.ObserveFor(id.String(), a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
-	var addrs []ma.Multiaddr
-	for _, s := range a.Addrs {
-		if m, err := ma.NewMultiaddr(s); err == nil {
-			addrs = append(addrs, m)
-		}
-	}
-	// Keep addresses for hours: cuts last hours and presence refreshes them.
-	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
+	p.keepAddrs(id, a)
 	if !known || old.ann.Boot != a.Boot {
 		// A new run of the peer (it booted after a cut) is alive whatever
 		// heartbeat said of its previous run.
@@ -280,6 +273,18 @@ func (p *presence) observeFrom(id peer.ID, a announcement, greetNewcomer bool) {
 func fileSame(a, b announcement) bool {
 	return a.Zone == b.Zone && a.Draining == b.Draining &&
 		slices.Equal(a.Services, b.Services) && slices.Equal(a.Patterns, b.Patterns)
+}
+
+// keepAddrs puts the addresses a peer announced in the peerstore, for
+// hours: cuts last hours and presence refreshes them.
+func (p *presence) keepAddrs(id peer.ID, a announcement) {
+	var addrs []ma.Multiaddr
+	for _, s := range a.Addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			addrs = append(addrs, m)
+		}
+	}
+	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
 }
 
 func (p *presence) markDirty() {
@@ -343,14 +348,14 @@ const maxHelloAnswer = 256 << 10
 // own announcement and the others it holds in its view. An older version
 // answers "ok", and a refused greeting is answered "no".
 type helloAnswer struct {
-	Self announcement    `json:"self"`
-	View []relayedAnnoun `json:"view,omitempty"`
+	Self announcement          `json:"self"`
+	View []relayedAnnouncement `json:"view,omitempty"`
 }
 
-// relayedAnnoun is one entry of a greeted peer's view: an announcement it
+// relayedAnnouncement is one entry of a greeted peer's view: an announcement it
 // took (signed by the peer it names), how long ago it took it and how long
 // it keeps it without a newer one.
-type relayedAnnoun struct {
+type relayedAnnouncement struct {
 	Ann   announcement `json:"ann"`
 	AgeMs int64        `json:"age_ms"`
 	TTLMs int64        `json:"ttl_ms"`
@@ -379,7 +384,7 @@ func (p *presence) helloAnswerFor(from peer.ID) []byte {
 	p.expireLocked(now)
 	for id, e := range p.peers {
 		if id != from {
-			ans.View = append(ans.View, relayedAnnoun{Ann: e.ann, AgeMs: now.Sub(e.lastSeen).Milliseconds(), TTLMs: e.ttl.Milliseconds()})
+			ans.View = append(ans.View, relayedAnnouncement{Ann: e.ann, AgeMs: now.Sub(e.lastSeen).Milliseconds(), TTLMs: e.ttl.Milliseconds()})
 		}
 	}
 	p.mu.Unlock()
@@ -419,11 +424,11 @@ func (p *presence) takeHelloAnswer(from peer.ID, reply []byte) {
 // Unlike an announcement from the peer itself, a relayed one does not clear
 // a heartbeat suspicion or a breaker: the relaying peer may not have heard
 // of a death this one has.
-func (p *presence) observeRelayed(r relayedAnnoun) {
+func (p *presence) observeRelayed(r relayedAnnouncement) {
 	a := r.Ann
 	id, err := peer.Decode(a.ID)
 	age, ttl := time.Duration(r.AgeMs)*time.Millisecond, time.Duration(r.TTLMs)*time.Millisecond
-	if err != nil || id == p.n.host.ID() || age < 0 || age >= ttl || len(a.Addrs) > maxAnnouncedAddrs || !p.acceptable(id, a) {
+	if err != nil || id == p.n.host.ID() || age < 0 || age >= ttl || !p.acceptable(id, a) {
 		return
 	}
 	now := time.Now()
@@ -437,13 +442,7 @@ func (p *presence) observeRelayed(r relayedAnnoun) {
 	p.peers[id] = &presenceEntry{ann: a, lastSeen: now.Add(-age), ttl: ttl, seenAt: at}
 	p.mu.Unlock()
 	p.n.tt.view.ObserveFor(a.ID, a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
-	var addrs []ma.Multiaddr
-	for _, s := range a.Addrs {
-		if m, err := ma.NewMultiaddr(s); err == nil {
-			addrs = append(addrs, m)
-		}
-	}
-	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
+	p.keepAddrs(id, a)
 	p.n.log.Debug("peer present (relayed)", "peer", rpc.ShortID(id), "zone", a.Zone)
 	p.n.maybeConnect(id)
 	// A new candidate for a dispatcher that waits for one.

@@ -1,14 +1,19 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/bedwe/bedwe/internal/p2ptest"
+	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/member"
+	"github.com/bedwe/bedwe/node/rpc"
 )
 
 func TestAnnouncementSameIgnoresLoad(t *testing.T) {
@@ -160,7 +165,7 @@ func TestHelloAnswerRelaysTheView(t *testing.T) {
 	impostor.Ann.ID = "not-a-peer-id"
 	self := aged
 	self.Ann.ID = taker.host.ID().String()
-	for _, r := range []relayedAnnoun{known, old, aged, impostor, self} {
+	for _, r := range []relayedAnnouncement{known, old, aged, impostor, self} {
 		taker.pres.observeRelayed(r)
 	}
 	if e := taker.pres.peers[ids[known.Ann.ID]]; e.ann.Zone != "mine" || e.ann.Seq != 9 {
@@ -181,5 +186,49 @@ func TestHelloAnswerRelaysTheView(t *testing.T) {
 	}
 	if len(taker.pres.peers) != 2 {
 		t.Errorf("view holds %d peers after the relay, want 2 (the held one and the one taken)", len(taker.pres.peers))
+	}
+}
+
+// pullView greets a peer of the view this node is connected to, never one
+// it would have to dial, and takes in the view it answers: here the only
+// connected peer (a real host) relays a peer this node had not heard of.
+func TestPullViewAsksAConnectedPeer(t *testing.T) {
+	n := choiceNode(t, 5) // five known peers, none connected
+	gate, err := member.NewGate(member.Policy{Self: n.host.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gate = gate
+	n.calls = rpc.NewMux(n.host, time.Second, nil)
+	t.Cleanup(n.calls.Close)
+
+	relay := p2ptest.Host(t)
+	unheard := newPeerID(t)
+	var greetings atomic.Int32
+	rpc.Serve(relay, api.ProtoPresenceHello, maxPresenceBytes, 10*time.Second, func(_ context.Context, from peer.ID, _ []byte) []byte {
+		greetings.Add(1)
+		ans, _ := json.Marshal(helloAnswer{
+			Self: announcement{ID: relay.ID().String(), Zone: "z2", Seq: 1, Boot: 1},
+			View: []relayedAnnouncement{{Ann: announcement{ID: unheard.String(), Zone: "z3", Seq: 1, Boot: 1}, AgeMs: 1000, TTLMs: time.Hour.Milliseconds()}},
+		})
+		return ans
+	})
+	n.pres.peers[relay.ID()] = &presenceEntry{ann: announcement{ID: relay.ID().String(), Zone: "z2", Seq: 1, Boot: 1}, lastSeen: time.Now(), ttl: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.host.Connect(ctx, peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+
+	n.pres.pullView()
+	n.wg.Wait() // the greeting, and what taking in its answer started
+	if got := greetings.Load(); got != 1 {
+		t.Fatalf("the connected peer was greeted %d times, want once", got)
+	}
+	if _, ok := n.pres.get(unheard); !ok {
+		t.Fatal("the peer the connected one relayed is not in the view")
+	}
+	if len(n.host.Network().Peers()) != 1 {
+		t.Errorf("connected to %d peers after pulling a view, want only the one it asked", len(n.host.Network().Peers()))
 	}
 }
