@@ -72,7 +72,7 @@ func (n *Node) beatTargets() map[peer.ID]pack.Peer {
 	for _, c := range n.joins.all() {
 		c.view(func(m *join.Join) {
 			if m.Pending() {
-				for _, r := range m.Others(n.host.ID().String()) {
+				for _, r := range m.Others(n.selfID) {
 					add(r)
 				}
 			}

@@ -35,7 +35,7 @@ func choiceNode(b testing.TB, peers int) *Node {
 	cfg := TestnetConfig()
 	cfg.Zone, cfg.DataDir = "z0", b.TempDir()
 	cfg.fillDefaults()
-	n := &Node{host: h, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker), returned: make(chan struct{})}
+	n := &Node{host: h, selfID: h.ID().String(), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker), returned: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx = ctx
 	b.Cleanup(func() { cancel(); n.wg.Wait() })

@@ -121,7 +121,7 @@ type DashPeer struct {
 }
 
 func (n *Node) dashMesh() DashMesh {
-	m := DashMesh{Self: n.host.ID().String(), Zone: n.cfg.Zone, Peers: []DashPeer{}}
+	m := DashMesh{Self: n.selfID, Zone: n.cfg.Zone, Peers: []DashPeer{}}
 	view := n.tt.view
 	s := view.Schedule()
 	m.Now, m.Timetable = view.Now(), s != nil

@@ -93,7 +93,7 @@ func (n *Node) handOverJoins(ctx context.Context) {
 	var joins []*joinCopy
 	for _, c := range n.joins.all() {
 		c.view(func(m *join.Join) {
-			if m.Pending() && len(m.Others(n.host.ID().String())) > 0 {
+			if m.Pending() && len(m.Others(n.selfID)) > 0 {
 				joins = append(joins, c)
 			}
 		})
@@ -109,7 +109,7 @@ func (n *Node) handOverJoins(ctx context.Context) {
 func (n *Node) handOverJoin(ctx context.Context, c *joinCopy) {
 	var others []pack.Peer
 	var id string
-	c.view(func(m *join.Join) { others, id = m.Others(n.host.ID().String()), m.ID() })
+	c.view(func(m *join.Join) { others, id = m.Others(n.selfID), m.ID() })
 	for _, r := range others {
 		if vd := n.tt.view.CanRun(r.ID, 0); !vd.OK {
 			n.log.Info("join replica not powered; not handing over to it", "join", id, "replica", rpc.ShortIDString(r.ID), "why", vd.Reason)
@@ -186,7 +186,7 @@ func (n *Node) handBackSteps(ctx context.Context, cutAt time.Time) {
 // handBack asks h's guardians, primary first, to re-route h now.
 func (n *Node) handBack(ctx context.Context, h *held.Record, gs []pack.Peer, head *grammar.Service) {
 	for _, g := range gs {
-		if g.ID == n.host.ID().String() {
+		if g.ID == n.selfID {
 			continue
 		}
 		rep := n.callGuard(ctx, g, api.GuardHandback{Key: h.GuardKey, Attempt: h.Attempt()})

@@ -110,7 +110,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		}
 	}
 	rec := held.Record{Pack: p, PackRaw: raw, Key: heldKey(p), GuardKey: guardKey(p)}
-	if p.Sender.ID != "" && p.Sender.ID != n.host.ID().String() {
+	if p.Sender.ID != "" && p.Sender.ID != n.selfID {
 		rec.Guardians = []pack.Peer{p.Sender}
 	}
 	// The backup guardian is chosen before the first write and named in
@@ -124,13 +124,13 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	// before the other guardians are released: one request and one
 	// commit there instead of two (issue 14; docs/reliability-core.md,
 	// "the backup's copy rides the release").
-	rideKey, ridePeers := rideItem(p.Settle, n.host.ID().String())
+	rideKey, ridePeers := rideItem(p.Settle, n.selfID)
 	backup := n.pickHolderBackup(rec, ridePeers)
 	if backup.ID != "" {
 		rec.Guardians = append(rec.Guardians, backup)
 	}
 	ride := n.rideFor(rec, backup, rideKey, ridePeers)
-	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec))
 	if !fresh {
 		// The same attempt handed here again (a sender whose first
 		// hand-off timed out tried again): answer as the first one ends.
@@ -173,7 +173,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String(), ride)
+	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.selfID, ride)
 	if errors.Is(err, errRideUnanswered) {
 		// The backup did not answer the copy it was sent with its
 		// release, and nothing else was released: it stays named (it may
@@ -189,7 +189,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 				return refuse(api.CodeInternal, err.Error())
 			}
 		}
-		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.host.ID().String(), nil)
+		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.selfID, nil)
 	}
 	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
@@ -232,7 +232,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
 	n.unsettled.remove(rec.Key)
-	n.completeSettle(p.Settle, p.Attempt, n.host.ID().String(), answers.missed)
+	n.completeSettle(p.Settle, p.Attempt, n.selfID, answers.missed)
 	taken = true
 	n.spawn(func(ctx context.Context) {
 		defer n.bulk.Leave(rec.Key) // if it ends without running
@@ -579,7 +579,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		Service:        head.Name,
 		Attempt:        p.Attempt,
 		IdempotencyKey: service.IdempotencyKey(p.WorkflowID, head.Path, p.Attempt),
-		Peer:           n.host.ID().String(),
+		Peer:           n.selfID,
 		Attrs:          serviceAttrs(head),
 		Input:          p.Input,
 		Outputs:        readOutputs(head, p.Outputs),
@@ -615,7 +615,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		expired := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 		cancel()
 		entry := pack.TraceEntry{
-			Path: head.Path, Service: head.Name, Peer: n.host.ID().String(), Zone: n.cfg.Zone,
+			Path: head.Path, Service: head.Name, Peer: n.selfID, Zone: n.cfg.Zone,
 			Start: start.UTC(), End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeOK,
 		}
 		if l := head.Label(); l != head.Name {
@@ -1240,7 +1240,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 	for {
 		var lastErr error
 		for _, h := range holders {
-			if h.ID == n.host.ID().String() {
+			if h.ID == n.selfID {
 				if lastErr = local(); lastErr == nil || errors.Is(lastErr, errSuperseded) {
 					return lastErr
 				}

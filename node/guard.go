@@ -254,7 +254,7 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 	}
 	if r := rd.ReleaseOld; r != nil {
 		for _, b := range r.Peers {
-			if b.ID == n.host.ID().String() {
+			if b.ID == n.selfID {
 				continue // this peer's copy moved on with the re-route
 			}
 			n.spawn(func(ctx context.Context) {
@@ -978,7 +978,7 @@ const freshPingTimeout = 3 * time.Second
 // how many it asked. One that does not answer gets a fresh connection for
 // the next round.
 func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) (movedOn, reached bool, asked int) {
-	self := n.host.ID().String()
+	self := n.selfID
 	var peers []pack.Peer
 	// c.Primary too, though a backup re-routes only once its primary did
 	// not answer (askPrimary): after a cut the primary may answer now,
@@ -1090,7 +1090,7 @@ func (n *Node) workflowEnded(ctx context.Context, p *pack.Pack) bool {
 // than this peer answered.
 func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, reached bool) {
 	replies, errs := n.guardCallAll(ctx, p.Origin, func(pack.Peer) api.GuardRequest { return api.OriginStatus{Key: p.WorkflowID} }, settleCallTimeout)
-	self := n.host.ID().String()
+	self := n.selfID
 	for i := range replies {
 		if errs[i] == nil && p.Origin[i].ID != self {
 			reached = true // this peer's own answer says nothing of a cut
@@ -1184,7 +1184,7 @@ func (n *Node) storeEvent(m api.GuardStore) (guard.Store, error) {
 		return guard.Store{}, fmt.Errorf("bad pack: %w", err)
 	}
 	role := guard.RoleBackup
-	if m.Primary.ID == "" || m.Primary.ID == n.host.ID().String() {
+	if m.Primary.ID == "" || m.Primary.ID == n.selfID {
 		role = guard.RolePrimary
 	}
 	return guard.Store{Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC()}, nil

@@ -238,7 +238,7 @@ func (n *Node) afterHeld(s *heldSlot, m *held.Holder, rd held.Ready) {
 // hold takes work this peer starts holding without a hand-off (the
 // origin's first pack): journaled, then run.
 func (n *Node) hold(rec held.Record) error {
-	s, fresh := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec))
 	if !fresh {
 		return fmt.Errorf("workflow %s is already held here", rec.Pack.WorkflowID)
 	}
@@ -434,7 +434,7 @@ func (n *Node) forwardedAndGuarded(s *heldSlot, next *pack.Pack, h handedOff) {
 func (n *Node) releaseGuardians(ctx context.Context, gkey string, attempt int, gs []pack.Peer) {
 	msg := api.GuardRelease{Key: gkey, Attempt: attempt}
 	for _, g := range gs {
-		if g.ID == n.host.ID().String() {
+		if g.ID == n.selfID {
 			continue
 		}
 		for try := 0; try < 3; try++ {
@@ -487,7 +487,7 @@ func (n *Node) supersedeHeld(gkey string, attempt int) {
 // guardians (all at once) and the origin whether the work is still this
 // peer's, as the machine says, then carries on with it (H5).
 func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
-	s, fresh := n.helds.add(rec.Key, held.Restore(n.host.ID().String(), rec))
+	s, fresh := n.helds.add(rec.Key, held.Restore(n.selfID, rec))
 	if !fresh {
 		return
 	}
@@ -540,7 +540,7 @@ func (n *Node) resettle(ctx context.Context, rec *held.Record, deadline time.Tim
 		return held.Owners{}, false
 	}
 	for {
-		err := n.settle(ctx, rec.Attempt(), items, n.host.ID().String())
+		err := n.settle(ctx, rec.Attempt(), items, n.selfID)
 		var taken takenError
 		switch {
 		case errors.As(err, &taken):

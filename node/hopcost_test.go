@@ -94,7 +94,7 @@ func hopMesh(t *testing.T) []api.NodeFile {
 // network of their own (named after prefix), each bootstrapped from the
 // first, and waits until each sees the others. setup returns node i's
 // services file and may change its config.
-func startMesh(t *testing.T, prefix string, n int, setup func(i int, cfg *node.Config) string) []api.NodeFile {
+func startMesh(t testing.TB, prefix string, n int, setup func(i int, cfg *node.Config) string) []api.NodeFile {
 	network := prefix + "-" + filepath.Base(t.TempDir())
 	var nodes []api.NodeFile
 	for i := range n {
@@ -131,17 +131,7 @@ func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
 			fmt.Fprintf(&src, "%s%d ", prefix, i)
 		}
 		before := journalWrites(t, nodes)
-		st, err := cl.Submit(ctx, "quick.bedwe", src.String(), json.RawMessage(`{}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		final, err := cl.Wait(ctx, st.ID, 50*time.Millisecond, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if final.State != api.StateSucceeded || final.StepsDone != steps {
-			t.Fatalf("workflow %s, %d steps done: %s", final.State, final.StepsDone, final.Error)
-		}
+		runSequence(t, ctx, cl, src.String(), steps)
 		return journalWrites(t, nodes) - before
 	}
 	quick := commits("S")
@@ -154,23 +144,40 @@ func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
 	}
 }
 
+// runSequence submits source (a sequence of steps services) through cl
+// and waits until it has succeeded with every step done.
+func runSequence(t testing.TB, ctx context.Context, cl *client.Client, source string, steps int) {
+	t.Helper()
+	st, err := cl.Submit(ctx, "seq.bedwe", source, json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.State != api.StateSucceeded || final.StepsDone != steps {
+		t.Fatalf("workflow %s, %d of %d steps done: %s", final.State, final.StepsDone, steps, final.Error)
+	}
+}
+
 // journalWrites is the number of journal commits the nodes counted (one
 // write or a shared batch commit each).
-func journalWrites(t *testing.T, nodes []api.NodeFile) float64 {
+func journalWrites(t testing.TB, nodes []api.NodeFile) float64 {
 	return scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="update"}`) +
 		scrapeSum(t, nodes, `bedwe_journal_write_duration_seconds_count{op="batch"}`)
 }
 
 // requestsServed is the number of proto requests the nodes served, on
 // streams of their own or on shared sessions (rpc.Mux).
-func requestsServed(t *testing.T, nodes []api.NodeFile, proto string) float64 {
+func requestsServed(t testing.TB, nodes []api.NodeFile, proto string) float64 {
 	return scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+proto+`"}`) +
 		scrapeSum(t, nodes, `bedwe_mux_requests_served_total{protocol="`+proto+`"}`)
 }
 
 // hopClient dials nf as a client, with a context for the test's
 // workflows; both end with the test.
-func hopClient(t *testing.T, nf api.NodeFile) (context.Context, *client.Client) {
+func hopClient(t testing.TB, nf api.NodeFile) (context.Context, *client.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	cl, err := client.Dial(ctx, nf.Addrs[0])

@@ -58,6 +58,7 @@ func (n *Node) startHost(ctx context.Context) error {
 	// gated host: non-members may speak only the client protocol.
 	h := &gatedHost{Host: raw, n: n}
 	n.host = h
+	n.selfID = raw.ID().String()
 	// Requests between members share one stream per pair of peers (the
 	// session is opened through the gated host, so only members have
 	// one); each request is admitted as a stream of its own would be.

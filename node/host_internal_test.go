@@ -34,7 +34,7 @@ func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 	self := newHost()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	n := &Node{host: self, ctx: ctx, cfg: Config{TargetPeers: 2}}
+	n := &Node{host: self, selfID: self.ID().String(), ctx: ctx, cfg: Config{TargetPeers: 2}}
 	var others []peer.ID
 	for range 6 {
 		o := newHost()
@@ -169,5 +169,5 @@ func connectedNode(t *testing.T, self, holder host.Host) *Node {
 	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	return &Node{host: self, ctx: ctx}
+	return &Node{host: self, selfID: self.ID().String(), ctx: ctx}
 }

@@ -170,7 +170,7 @@ func TestMetricsRefuseNonLoopbackHTTP(t *testing.T) {
 
 // scrape reads the Prometheus text exposition at addr/metrics into
 // "name{labels}" → value.
-func scrape(t *testing.T, addr string) map[string]float64 {
+func scrape(t testing.TB, addr string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -205,7 +205,7 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 	return out
 }
 
-func scrapeSum(t *testing.T, nodes []api.NodeFile, key string) float64 {
+func scrapeSum(t testing.TB, nodes []api.NodeFile, key string) float64 {
 	t.Helper()
 	sum := 0.0
 	for _, nf := range nodes {

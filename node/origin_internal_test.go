@@ -71,6 +71,7 @@ func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		host:            h,
+		selfID:          h.ID().String(),
 		log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		origins:         newOriginTable(j.persist, j.forget),
 		progress:        newProgressLog(),

@@ -136,7 +136,7 @@ func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	p := &presence{
 		n:      n,
 		boot:   time.Now().UnixNano(),
-		selfID: n.host.ID().String(),
+		selfID: n.selfID,
 		peers:  map[peer.ID]*presenceEntry{},
 		dirty:  make(chan struct{}, 1),
 	}
@@ -805,7 +805,7 @@ func (p *presence) fileLoop(ctx context.Context) {
 		if last == "" {
 			last = "-"
 		}
-		data, _ := json.Marshal(api.PresenceFile{Self: p.n.host.ID().String(), Updated: time.Now(), Peers: peers})
+		data, _ := json.Marshal(api.PresenceFile{Self: p.n.selfID, Updated: time.Now(), Peers: peers})
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, data, 0o644); err == nil {
 			_ = os.Rename(tmp, path)

@@ -87,7 +87,7 @@ func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
 		return
 	}
 	we := api.WorkflowEvent{WorkflowID: p.WorkflowID, Event: e}
-	if p.Origin[0].ID == n.host.ID().String() && n.applyProgress(we) == nil {
+	if p.Origin[0].ID == n.selfID && n.applyProgress(we) == nil {
 		return
 	}
 	key, opened := n.outbox.add(p.Origin, we)
@@ -114,7 +114,7 @@ func (n *Node) sendProgress(ctx context.Context, b *progressBatch) {
 	}
 	msg := api.ProgressReport{Events: b.events}
 	for _, o := range b.origins {
-		if o.ID == n.host.ID().String() {
+		if o.ID == n.selfID {
 			if n.applyProgressReport(msg) {
 				return
 			}

@@ -385,7 +385,7 @@ func (n *Node) scheduleInForceLocked() api.ScheduleInfo {
 			info.Source, info.Signer = api.ScheduleSigned, signer
 		}
 	}
-	info.Peer = n.host.ID().String()
+	info.Peer = n.selfID
 	return info
 }
 
@@ -459,7 +459,7 @@ func (n *Node) PublishSchedule(fileName string, data []byte) (api.PublishResult,
 		Schedule: scheduleInfo(s, api.ScheduleSigned, schedule.Fingerprint(sg.Signer)),
 		Bytes:    len(env),
 	}
-	res.Schedule.Peer = n.host.ID().String()
+	res.Schedule.Peer = n.selfID
 	now := n.tt.view.Now()
 	if !s.KnownUntil.After(now) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("known_until %s is already past (the node's timetable clock reads %s): every zone is unknown",

@@ -325,7 +325,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		item int
 		to   pack.Peer
 	}
-	self := n.host.ID().String()
+	self := n.selfID
 	var calls, own []call
 	answered := make([]bool, len(items))
 	for i, it := range items {

@@ -108,7 +108,7 @@ func waitActivity(ctx context.Context, t *testing.T, dir, what string, ok func(n
 }
 
 // waitPeers waits until the node at nf sees n peers (itself included).
-func waitPeers(t *testing.T, nf api.NodeFile, n int) {
+func waitPeers(t testing.TB, nf api.NodeFile, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

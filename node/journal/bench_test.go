@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bedwe/bedwe/internal/cputime"
 )
 
 var value4K = bytes.Repeat([]byte{0xab}, 4096)
@@ -15,12 +17,14 @@ func BenchmarkPut4KiB(b *testing.B) {
 	j, _ := openTemp(b)
 	b.SetBytes(int64(len(value4K)))
 	i := 0
+	start := cputime.Used()
 	for b.Loop() {
 		if err := j.Put(BucketPacks, PackKey("wf", fmt.Sprint(i), 0), value4K); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
+	cputime.ReportPerOp(b, start)
 }
 
 // BenchmarkPut4KiBNoSync is BenchmarkPut4KiB without fsync, to show what
@@ -29,12 +33,14 @@ func BenchmarkPut4KiBNoSync(b *testing.B) {
 	j, _ := openTemp(b, WithoutSync())
 	b.SetBytes(int64(len(value4K)))
 	i := 0
+	start := cputime.Used()
 	for b.Loop() {
 		if err := j.Put(BucketPacks, PackKey("wf", fmt.Sprint(i), 0), value4K); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
+	cputime.ReportPerOp(b, start)
 }
 
 // BenchmarkBatch4KiB has 16 goroutines per CPU each writing 4 KiB values

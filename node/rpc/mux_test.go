@@ -44,7 +44,7 @@ func (h *countingHost) count(pid string) int {
 }
 
 // pair is a client host connected to a counting server host.
-func pair(t *testing.T) (client host.Host, server *countingHost) {
+func pair(t testing.TB) (client host.Host, server *countingHost) {
 	t.Helper()
 	server = &countingHost{Host: p2ptest.Host(t), streams: map[protocol.ID]int{}}
 	client = p2ptest.Host(t)

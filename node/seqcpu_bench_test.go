@@ -1,0 +1,74 @@
+package node_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bedwe/bedwe/internal/cputime"
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/node/api"
+)
+
+// BenchmarkSequenceCPU is issue 14's CPU per step measured on real peers
+// that share one process: n nodes on loopback in zones of their own, each
+// offering the no-op steps, run sequences of 200 echo steps that read no
+// earlier output (reads=(), so the packs stay small), one after another.
+// One op is one workflow. cpu-ns/step is the CPU of the whole process per
+// step, net of the mesh's idle CPU measured for two seconds before: what
+// the protocol costs with one Go runtime, without the scheduling and cache
+// costs of n processes sharing two cores that the testnet's figure
+// (docs/bench/hop-cpu.sh) includes. commits/step and requests/step say
+// what each step did; the first workflow, outside the measurement, makes
+// the connections.
+//
+//	go test ./node -run XXX -bench SequenceCPU -benchtime 5x
+func BenchmarkSequenceCPU(b *testing.B) {
+	const steps = 200
+	var src strings.Builder
+	for i := range steps {
+		fmt.Fprintf(&src, "S%d[reads=()] ", i)
+	}
+	for _, n := range []int{4, 16, 40} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := startMesh(b, "seqcpu", n, func(_ int, cfg *node.Config) string {
+				cfg.HTTP = "127.0.0.1:0"
+				return "version: 1\npatterns:\n  - {match: \"S*\", kind: echo}\n"
+			})
+			ctx, cl := hopClient(b, nodes[0])
+			run := func() { runSequence(b, ctx, cl, src.String(), steps) }
+			run()
+			// Idle: a rate, read over a window of wall time (not waiting
+			// for anything).
+			idleFrom, idleStart := time.Now(), cputime.Used()
+			time.Sleep(2 * time.Second)
+			idle := float64(cputime.Used()-idleStart) / float64(time.Since(idleFrom))
+
+			commits, requests := journalWrites(b, nodes), muxRequests(b, nodes)
+			began, start := time.Now(), cputime.Used()
+			for b.Loop() {
+				run()
+			}
+			used := float64(cputime.Used()-start) - idle*float64(time.Since(began))
+			all := float64(b.N * steps)
+			b.ReportMetric(used/all, "cpu-ns/step")
+			b.ReportMetric((journalWrites(b, nodes)-commits)/all, "commits/step")
+			b.ReportMetric((muxRequests(b, nodes)-requests)/all, "requests/step")
+		})
+	}
+}
+
+// muxRequests is the number of requests the nodes served on shared
+// sessions, all protocols together.
+func muxRequests(t testing.TB, nodes []api.NodeFile) float64 {
+	sum := 0.0
+	for _, nf := range nodes {
+		for k, v := range scrape(t, nf.HTTP) {
+			if strings.HasPrefix(k, "bedwe_mux_requests_served_total{") {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
