@@ -33,7 +33,10 @@ Experiments (--experiments, comma-separated, default all):
    sequential  one sequence of 5..200 services                       (Fig. 9)
    parallel    one FORK of 2..20 branches x 10 services              (Fig. 10)
    nested      100 services in 1..5 nested two-way FORKs             (Fig. 11)
-   overhead    per-hop time from traces of no-op sequences, and the pack size along one
+   overhead    per-hop time from traces of no-op sequences, and the pack size along one;
+               with it the floor, measured in the same run beside the testnet: a 4 KiB fsync,
+               a 4 KiB journal commit and a ping to a node, and a hand-over's critical path at
+               its floor (two commits and two round trips)
    resources   RSS and CPU of every node, idle and under load (from /proc)
    wfcommons   WfCommons instances converted with --scale, makespan vs the critical path
    idle        (only by itself) idle CPU and RSS of every node, for each size of --nodes in
@@ -339,6 +342,10 @@ func printBenchTable(w io.Writer, res *bench.Results) error {
 	if fl := res.Floor; fl.Hop() > 0 {
 		fmt.Fprintf(tw, "floor\t4 KiB fsync + ping\t%s\t-\t-\tfsync %.2f ms, ping %.2f ms (gap target: 3 × %.2f ms)\n", sec(fl.Hop()),
 			float64(fl.Fsync4K.Microseconds())/1000, float64(fl.StreamRTT.Microseconds())/1000, float64(fl.Hop().Microseconds())/1000)
+		if fl.Commit4K > 0 {
+			fmt.Fprintf(tw, "floor\t2 commits + 2 pings\t%s\t-\t-\ta hand-over's critical path at its floor: %.2f ms (journal commit %.2f ms)\n", sec(fl.HandOver()),
+				float64(fl.HandOver().Microseconds())/1000, float64(fl.Commit4K.Microseconds())/1000)
+		}
 	}
 	for _, o := range res.Overhead {
 		fmt.Fprintf(tw, "overhead\tnoop n=%d\t%s\t%s\t%s\tgap median %.1f ms, p90 %.1f ms\n", o.N, sec(o.Makespan.Median), sec(o.Makespan.Min), sec(o.Makespan.Max),

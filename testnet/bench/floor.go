@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/bedwe/bedwe/node/journal"
 )
 
 // Floor is what one hop cannot go below on this machine, measured in the
@@ -18,6 +21,10 @@ type Floor struct {
 	Fsync4K time.Duration
 	// StreamRTT is the median of FloorSamples ping round trips.
 	StreamRTT time.Duration
+	// Commit4K is the median of FloorSamples journal commits of one
+	// 4 KiB value (bbolt: the pages, then the meta page, each fsynced),
+	// the durable write a hop actually makes.
+	Commit4K time.Duration
 }
 
 // FloorSamples is how many of each a floor measurement takes.
@@ -26,8 +33,15 @@ const FloorSamples = 50
 // Hop is one fsync plus one stream round trip.
 func (f Floor) Hop() time.Duration { return f.Fsync4K + f.StreamRTT }
 
-// MeasureFloor measures the floor beside the testnet: fsyncs in its
-// directory, pings to node 0.
+// HandOver is a hop's critical path at its floor: two journal commits one
+// after the other (the receiver's, beside the backup's; then the other
+// guardian's release) and two round trips (the hand-off; the release).
+// No gap can be shorter while the reliability core keeps its order
+// (docs/bench/notes.md, "The floor under a hop").
+func (f Floor) HandOver() time.Duration { return 2*f.Commit4K + 2*f.StreamRTT }
+
+// MeasureFloor measures the floor beside the testnet: fsyncs and journal
+// commits in its directory, pings to node 0.
 func (r *Runner) MeasureFloor(ctx context.Context) (Floor, error) {
 	var f Floor
 	path := filepath.Join(r.Net.Dir, "bench-floor.tmp")
@@ -60,9 +74,36 @@ func (r *Runner) MeasureFloor(ctx context.Context) (Floor, error) {
 			rtts = append(rtts, rtt)
 		}
 	}
+	commits, err := measureCommits(r.Net.Dir, FloorSamples)
+	if err != nil {
+		return f, fmt.Errorf("floor: %w", err)
+	}
 	f.Fsync4K = Quantile(syncs, 0.5)
+	f.Commit4K = Quantile(commits, 0.5)
 	if len(rtts) > 0 {
 		f.StreamRTT = Quantile(rtts, 0.5)
 	}
 	return f, nil
+}
+
+// measureCommits times n journal commits of one 4 KiB value each, in a
+// journal of its own in dir that it removes.
+func measureCommits(dir string, n int) ([]time.Duration, error) {
+	path := filepath.Join(dir, "bench-floor-journal.db")
+	j, err := journal.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	defer j.Close()
+	block := make([]byte, 4096)
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		start := time.Now()
+		if err := j.Put(journal.BucketMeta, "bench-floor-"+strconv.Itoa(i%16), block); err != nil {
+			return nil, fmt.Errorf("journal commit: %w", err)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
 }
