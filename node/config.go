@@ -260,6 +260,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// PresenceRefreshFor is how often a peer with this configuration
+// re-announces an unchanged presence while its view holds that many other
+// peers: PresenceRefresh, or PresenceRefreshPerPeer for each peer when
+// that is longer. Idle CPU measured over less than this interval may miss the
+// refreshes of the whole mesh, or catch them all at once.
+func (c Config) PresenceRefreshFor(peers int) time.Duration {
+	return max(c.PresenceRefresh, time.Duration(peers)*c.PresenceRefreshPerPeer)
+}
+
 // TestnetConfig is DefaultConfig tuned for a loopback testnet: fast beats
 // (a killed peer is detected in about 1.5 s) and short waits.
 func TestnetConfig() Config {

@@ -530,7 +530,7 @@ func (p *presence) refresh() time.Duration {
 			return cfg.AnnounceInterval
 		}
 	}
-	return max(cfg.PresenceRefresh, time.Duration(len(p.peers))*cfg.PresenceRefreshPerPeer)
+	return cfg.PresenceRefreshFor(len(p.peers))
 }
 
 func jitter(d time.Duration) time.Duration {

@@ -72,7 +72,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "nodes", Usage: "testnet size; for the idle experiment a comma-separated `LIST` of sizes", DefaultText: "40 (flood: 16), 4 with --quick"},
 			&cli.DurationFlag{Name: "settle", Usage: "idle: how long each testnet runs before it is sampled", Value: 30 * time.Second},
-			&cli.DurationFlag{Name: "idle-window", Usage: "idle: how long each testnet is sampled", Value: 30 * time.Second},
+			&cli.DurationFlag{Name: "idle-window", Usage: "idle: how long each testnet is sampled; 0: two presence refreshes of a mesh that size (at least 30s; 118s a refresh at 80 nodes), so the window holds every node's re-announcements"},
 			&cli.Float64Flag{Name: "max-load", Usage: "idle: wait for the 1-minute load average to fall below this before each size (0: do not wait)", Value: 2},
 			&cli.DurationFlag{Name: "load-wait", Usage: "idle: wait at most this long for --max-load, then measure anyway", Value: 10 * time.Minute},
 			&cli.IntFlag{Name: "zones", Usage: "load-shedding zones of the testnet", Value: 4},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/testnet/bench"
 )
 
@@ -45,7 +46,7 @@ func TestBenchIdleFlags(t *testing.T) {
 		{[]string{"--nodes", "8,16", "--experiments", "idle,overhead"}, "runs by itself"},
 		{[]string{"--experiments", "idle", "--testnet", "/nonexistent"}, "runs by itself"},
 		{[]string{"--nodes", "8,-1", "--experiments", "idle"}, "want at least 1"},
-		{[]string{"--experiments", "idle", "--idle-window", "0s"}, "positive window"},
+		{[]string{"--experiments", "idle", "--idle-window", "-1s"}, "want a window of 0"},
 	} {
 		_, _, err := runBenchCmd(t, tc.args...)
 		if exitCode(err) != 1 || !strings.Contains(err.Error(), tc.want) {
@@ -58,6 +59,26 @@ func TestBenchIdleFlags(t *testing.T) {
 	}
 	if all, _ := bench.ParseExperiments("all"); slices.Contains(all, bench.ExpIdle) {
 		t.Errorf("all includes idle: %v", all)
+	}
+}
+
+// TestIdleWindowHoldsTwoRefreshes: with no window asked, a size is
+// sampled for two presence refreshes of a mesh that size (at least 30 s),
+// so every node's re-announcement falls in the window; a window asked
+// for is kept.
+func TestIdleWindowHoldsTwoRefreshes(t *testing.T) {
+	cfg := node.TestnetConfig()
+	for _, n := range []int{1, 8, 40, 80} {
+		got := idleWindow(0, n)
+		if refresh := cfg.PresenceRefreshFor(n - 1); got < 2*refresh || got < 30*time.Second {
+			t.Errorf("idleWindow(0, %d) = %v: under two refreshes (%v) or 30 s", n, got, refresh)
+		}
+	}
+	if got := idleWindow(0, 80); got != 237*time.Second {
+		t.Errorf("idleWindow(0, 80) = %v, want 237s (79 peers × 1.5 s, twice)", got)
+	}
+	if got := idleWindow(45*time.Second, 80); got != 45*time.Second {
+		t.Errorf("idleWindow(45s, 80) = %v: the window asked for was not kept", got)
 	}
 }
 
