@@ -36,8 +36,9 @@ func (f Floor) Hop() time.Duration { return f.Fsync4K + f.StreamRTT }
 // HandOver is a hop's critical path at its floor: two journal commits one
 // after the other (the receiver's, beside the backup's; then the other
 // guardian's release) and two round trips (the hand-off; the release).
-// No gap can be shorter while the reliability core keeps its order
-// (docs/bench/notes.md, "The floor under a hop").
+// No gap between steps on two different nodes can be shorter while the
+// reliability core keeps its order (docs/bench/notes.md, "The floor
+// under a hop").
 func (f Floor) HandOver() time.Duration { return 2*f.Commit4K + 2*f.StreamRTT }
 
 // MeasureFloor measures the floor beside the testnet: fsyncs and journal
