@@ -148,14 +148,7 @@ func TestQuickStepJournaledWithItsHandOn(t *testing.T) {
 // and waits until it has succeeded with every step done.
 func runSequence(t testing.TB, ctx context.Context, cl *client.Client, source string, steps int) {
 	t.Helper()
-	st, err := cl.Submit(ctx, "seq.bedwe", source, json.RawMessage(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	final, err := cl.Wait(ctx, st.ID, 20*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	final := submitAndWait(t, ctx, cl, source, json.RawMessage(`{}`), 20*time.Millisecond)
 	if final.State != api.StateSucceeded || final.StepsDone != steps {
 		t.Fatalf("workflow %s, %d of %d steps done: %s", final.State, final.StepsDone, steps, final.Error)
 	}

@@ -353,8 +353,9 @@ type helloAnswer struct {
 }
 
 // relayedAnnouncement is one entry of a greeted peer's view: an announcement it
-// took (signed by the peer it names), how long ago it took it and how long
-// it keeps it without a newer one.
+// took (signed by the peer it names when it came by gossip; the relay
+// carries no signature, so the entry is the relaying member's word), how
+// long ago it took it and how long it keeps it without a newer one.
 type relayedAnnouncement struct {
 	Ann   announcement `json:"ann"`
 	AgeMs int64        `json:"age_ms"`
@@ -417,10 +418,13 @@ func (p *presence) takeHelloAnswer(from peer.ID, reply []byte) {
 }
 
 // observeRelayed takes an announcement another peer relayed from its view
-// (takeHelloAnswer) when this peer's view lacks its signer. It keeps the
-// relaying peer's age and time to live, so a relay never makes an entry
-// younger than the relaying peer's own, and it changes nothing the signer
-// itself said: a peer already in the view, or this peer, is left as it is.
+// (takeHelloAnswer) when this peer's view lacks the peer it names. The
+// relay carries no signature, so it only fills that gap: it is checked as
+// a gossiped announcement is (membership, bounds), it keeps the relaying
+// peer's age and time to live, so a relay never makes an entry younger
+// than the relaying peer's own, and it changes nothing the named peer
+// itself said: a peer already in the view, or this peer, is left as it
+// is, and the peer's own next announcement replaces the entry.
 // Unlike an announcement from the peer itself, a relayed one does not clear
 // a heartbeat suspicion or a breaker: the relaying peer may not have heard
 // of a death this one has.

@@ -146,11 +146,18 @@ func runWorkflowInput(t *testing.T, addr, source string, input json.RawMessage) 
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	st, err := cl.Submit(ctx, "tt.bedwe", source, input)
+	return submitAndWait(t, ctx, cl, source, input, 100*time.Millisecond)
+}
+
+// submitAndWait submits source with input through cl and waits for its
+// end, asking every poll.
+func submitAndWait(t testing.TB, ctx context.Context, cl *client.Client, source string, input json.RawMessage, poll time.Duration) api.Status {
+	t.Helper()
+	st, err := cl.Submit(ctx, "wf.bedwe", source, input)
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, err := cl.Wait(ctx, st.ID, 100*time.Millisecond, nil)
+	final, err := cl.Wait(ctx, st.ID, poll, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
