@@ -91,24 +91,37 @@ func (n *Node) activity() Activity {
 
 // activityLoop writes activity.json at start and then whenever what it
 // says changes (checked when held work changes, at most every 50 ms, and
-// once a second). An idle board writes nothing: the file used to be
-// rewritten, and fsynced, every second (docs/deploy.md, SD-card wear).
+// once a second while the node holds work, pending joins or running
+// workflows). An idle
+// board writes nothing: the file used to be rewritten, and fsynced, every
+// second (docs/deploy.md, SD-card wear). Nor does it wake: with nothing
+// held, only a touch (touchActivity: work added, a drain) can change what
+// the file says, so the loop waits for one (twenty-fourth session, idle
+// CPU).
 func (n *Node) activityLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	path := filepath.Join(n.cfg.DataDir, "activity.json")
 	var last []byte
+	empty := false
 	for first := true; ; first = false {
 		if !first {
+			ticks := tick.C
+			if empty {
+				ticks = nil
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
+			case <-ticks:
 			case <-n.activityChanged:
 				time.Sleep(50 * time.Millisecond) // coalesce bursts
 			}
 		}
 		a := n.activity()
+		// Held work is counted before activity's filter: a step taken
+		// but not yet running changes phase without a touch.
+		empty = n.helds.len() == 0 && len(a.Joins) == 0 && len(a.Origins) == 0
 		updated := a.Updated
 		a.Updated = time.Time{}
 		same, _ := json.Marshal(a)

@@ -32,7 +32,13 @@ const capacityPokeEvery = 250 * time.Millisecond
 
 // newBulkhead makes the node's bulkhead from the configuration.
 func (n *Node) newBulkhead() error {
-	b, err := bulkhead.New(n.cfg.MaxConcurrent, n.cfg.QueueLength, n.capacityChanged)
+	b, err := bulkhead.New(n.cfg.MaxConcurrent, n.cfg.QueueLength, func(filledOrFreed bool) {
+		// Free slots and room are announced: every change is one.
+		n.presenceMayChange()
+		if filledOrFreed {
+			n.capacityChanged()
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

@@ -297,10 +297,12 @@ func (n *Node) process(ctx context.Context, s *heldSlot) {
 func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool {
 	p := rec.Pack
 	n.running.Add(1)
+	n.presenceMayChange() // the queue announced
 	start := time.Now()
 	out, trace, err := n.execute(ctx, p)
 	took := time.Since(start)
 	n.running.Add(-1)
+	n.presenceMayChange()
 	n.ev.Emit(stepRunEvent(ctx, p, trace, err))
 	for i := range trace {
 		n.reportEvent(p, trace[i])

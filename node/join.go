@@ -623,6 +623,7 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 			return api.GuardReply{Error: fmt.Sprintf("peer %s could not journal a copy of join %s: %v", rpc.ShortID(n.host.ID()), rec.ID, err)}
 		}
 		n.joins.add(rec.ID, newJoinCopy(cp))
+		n.touchActivity()
 		n.ev.Emit(events.Event{Type: events.JoinCopy, Workflow: rec.WorkflowID, Join: rec.ID, Peer: from.String(), Branch: rec.Rank})
 		n.learnAddrs(from, rec.Actor.Addrs)
 		n.watchHolder(from)

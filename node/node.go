@@ -246,6 +246,9 @@ type Node struct {
 	submitting  int
 	draining    atomic.Bool
 	announceNow chan struct{}
+	// presenceChanged says something presence announces may have changed
+	// (presenceMayChange); presence's announce loop checks it.
+	presenceChanged chan struct{}
 
 	watcher      *heartbeat.Watcher
 	beatsChanged chan struct{}
@@ -353,6 +356,7 @@ func New(cfg Config) (*Node, error) {
 		services:        reg,
 		limits:          pack.DefaultLimits(),
 		announceNow:     make(chan struct{}, 1),
+		presenceChanged: make(chan struct{}, 1),
 		joins:           newJoinTable(),
 		helds:           newHeldTable(),
 		handedOn:        newTimedSet[handedOnEntry](),
@@ -370,7 +374,10 @@ func New(cfg Config) (*Node, error) {
 		breakers:        breaker.New(cfg.Breaker),
 		zone:            cfg.Zone,
 	}
-	n.helds.added = n.kickBeats
+	n.helds.added = func() {
+		n.kickBeats()
+		n.touchActivity() // activityLoop waits for it when nothing is held
+	}
 	n.origins = newOriginTable(n.saveWorkflow, n.deleteWorkflow)
 	n.progress = newProgressLog()
 	n.outbox = newProgressOutbox()

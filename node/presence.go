@@ -16,6 +16,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -109,8 +110,19 @@ type presence struct {
 	// selfID is this peer's ID in string form, encoded once.
 	selfID string
 
+	// early are the waits between the announcements right after start
+	// (earlyAnnouncements).
+	early []time.Duration
+	// checks counts announceLoop's checks for a change (it wakes for a
+	// change, a poke or a refresh, and never polls); lastCheck is when
+	// it last checked (Unix nanoseconds).
+	checks    atomic.Uint64
+	lastCheck atomic.Int64
+
 	mu    sync.Mutex
 	peers map[peer.ID]*presenceEntry
+	// dirty says the view changed in what presence.json shows, or how
+	// soon an entry of it expires (fileLoop).
 	dirty chan struct{}
 
 	// loadMu guards the last CPU and memory reading (load).
@@ -125,6 +137,11 @@ type presence struct {
 // (2 % of a node's CPU on a no-op sequence, issue 14).
 const loadEvery = time.Second
 
+// earlyAnnouncements are the waits between a node's announcements right
+// after it starts: a publish right after joining can reach nobody, and
+// the next chance is the refresh, a minute or more on a large mesh.
+var earlyAnnouncements = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+
 // presenceQueue is the depth of the gossipsub queues presence traffic
 // passes through (validation, each peer's outbound RPCs, the presence
 // subscription), against gossipsub's 32: a start-up burst of
@@ -135,6 +152,7 @@ func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	name := "/bedwe/" + n.cfg.Network + "/presence/1"
 	p := &presence{
 		n:      n,
+		early:  earlyAnnouncements,
 		boot:   time.Now().UnixNano(),
 		selfID: n.selfID,
 		peers:  map[peer.ID]*presenceEntry{},
@@ -207,6 +225,7 @@ func (p *presence) run(ctx context.Context) {
 		return
 	}
 	p.n.calls.Serve(api.ProtoPresenceHello, maxPresenceBytes, p.n.cfg.StreamTimeout, p.serveHello)
+	p.watchAddrs(ctx)
 	go p.announceLoop(ctx)
 	p.n.spawn(p.fileLoop)
 	p.watchConns(ctx)
@@ -225,6 +244,30 @@ func (p *presence) run(ctx context.Context) {
 		}
 		p.observe(id, a)
 	}
+}
+
+// watchAddrs tells the announce loop when the host's own addresses
+// change (they are announced, and the loop does not poll).
+func (p *presence) watchAddrs(ctx context.Context) {
+	sub, err := p.n.host.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated))
+	if err != nil {
+		p.n.log.Warn("presence: address changes are announced only at the next refresh", "err", err)
+		return
+	}
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-sub.Out():
+				if !ok {
+					return
+				}
+				p.n.presenceMayChange()
+			}
+		}
+	}()
 }
 
 // observe takes an announcement signed by id (gossiped, or sent on a
@@ -264,6 +307,9 @@ func (p *presence) observeFrom(id peer.ID, a announcement, greetNewcomer bool) {
 	// presence.json changes only with what it shows (not last_seen).
 	if !known || old.ann.Boot != a.Boot || !fileSame(old.ann, a) {
 		p.markDirty()
+	} else if (old.ann.Refresh == 0) != (a.Refresh == 0) {
+		// A peer of an older version sets this peer's refresh (refresh).
+		p.n.presenceMayChange()
 	}
 	p.n.maybePullSchedule(id, a.Sched)
 }
@@ -287,9 +333,25 @@ func (p *presence) keepAddrs(id peer.ID, a announcement) {
 	p.n.host.Peerstore().AddAddrs(id, addrs, 6*time.Hour)
 }
 
+// markDirty wakes fileLoop: the view changed. A change of the view may
+// change this peer's refresh interval too (it grows with the view), so
+// announceLoop checks as well.
 func (p *presence) markDirty() {
 	select {
 	case p.dirty <- struct{}{}:
+	default:
+	}
+	p.n.presenceMayChange()
+}
+
+// presenceMayChange tells presence's announce loop that something this
+// peer announces may have changed: its view (the refresh interval grows
+// with it), its steps running, its bulkhead, its timetable or its
+// addresses. Every such change calls it, for the loop does not poll
+// (announceLoop). It never blocks.
+func (n *Node) presenceMayChange() {
+	select {
+	case n.presenceChanged <- struct{}{}:
 	default:
 	}
 }
@@ -474,15 +536,22 @@ func (p *presence) pullView() {
 }
 
 // announceLoop publishes this peer's presence: a few times quickly after
-// start, at once when poked (a drain, a change of capacity), within AnnounceInterval
-// of any change peer choice cares about, and otherwise every refresh
-// interval (see Config.PresenceRefresh), which grows with the view so an
-// idle mesh gossips a bounded number of announcements a second.
+// start, at once when poked (a drain, a change of capacity), within
+// AnnounceInterval of any change peer choice cares about (presenceMayChange), and
+// otherwise every refresh interval (see Config.PresenceRefresh), which
+// grows with the view so an idle mesh gossips a bounded number of
+// announcements a second.
+//
+// It does not poll: an idle node wakes once a refresh, not every
+// AnnounceInterval. Every source of a change calls presenceMayChange (the view,
+// steps starting and ending, the bulkhead, an adopted timetable, the
+// host's addresses); the loop checks at most once an AnnounceInterval
+// and announces only what differs from its last announcement. The
+// check it replaced cost an idle node a wake-up, its addresses encoded
+// and its view walked every second on a testnet: a fifth of a lone
+// node's idle CPU (twenty-fourth session, docs/bench/notes.md).
 func (p *presence) announceLoop(ctx context.Context) {
-	// Announce quickly a few times after start: a publish right after
-	// joining can reach nobody, and the next chance is the refresh, a
-	// minute or more on a large mesh.
-	early := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	early := slices.Clone(p.early)
 	// The early announcements from 1.7 s on (the fourth), and every
 	// refresh, also pull a connected peer's view (pullView): a node greets
 	// only the peers it is connected to, so one that missed another's
@@ -490,32 +559,68 @@ func (p *presence) announceLoop(ctx context.Context) {
 	const pullFromEarly = 3
 	var last announcement
 	var lastAt time.Time
+	var refreshIn time.Duration
 	force, pull, step := true, false, 0
 	for {
+		// This check covers every change signalled before it.
+		select {
+		case <-p.n.presenceChanged:
+		default:
+		}
 		cur := p.selfNoLoad(false)
-		refreshDue := time.Since(lastAt) >= jitter(time.Duration(cur.Refresh)*time.Millisecond)
+		checkedAt := time.Now()
+		p.lastCheck.Store(checkedAt.UnixNano())
+		p.checks.Add(1)
+		refreshDue := checkedAt.Sub(lastAt) >= refreshIn
 		if force || !cur.same(last) || refreshDue {
 			last, lastAt = p.announce(ctx), time.Now()
+			refreshIn = jitter(time.Duration(last.Refresh) * time.Millisecond)
 			if pull || (refreshDue && !force) {
 				p.pullView()
 			}
 		}
 		force, pull = false, false
-		wait := jitter(p.n.cfg.AnnounceInterval)
+		wait := refreshIn - time.Since(lastAt)
 		if len(early) > 0 {
 			wait, early, force = early[0], early[1:], true
 			step++
 			pull = step >= pullFromEarly
 		}
-		t := time.NewTimer(wait)
+		if !p.waitAnnounce(ctx, wait, checkedAt, &force) {
+			return
+		}
+	}
+}
+
+// waitAnnounce waits for announceLoop's next check: wait is up (the next
+// refresh, or early announcement), a poke (force is then set), or a
+// change (presenceMayChange) no sooner than AnnounceInterval after the check at
+// checked. It returns false when ctx ends.
+func (p *presence) waitAnnounce(ctx context.Context, wait time.Duration, checked time.Time, force *bool) bool {
+	start := time.Now()
+	t := time.NewTimer(max(wait, 0))
+	defer t.Stop()
+	changed := p.n.presenceChanged
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
+			return false
 		case <-t.C:
+			return true
 		case <-p.n.announceNow:
-			t.Stop()
-			force = true
+			*force = true
+			return true
+		case <-changed:
+			gap := jitter(p.n.cfg.AnnounceInterval) - time.Since(checked)
+			if gap <= 0 {
+				return true
+			}
+			// Too soon after the last check: check when the gap is
+			// over, or at the timer if that comes first.
+			changed = nil
+			if gap < wait-time.Since(start) {
+				t.Reset(gap)
+			}
 		}
 	}
 }
@@ -778,24 +883,15 @@ func annInfo(a announcement, seen time.Time, self, connected bool) api.PeerInfo 
 // operators can read it without a client. It rewrites the file at most once
 // a second and only when membership, zones, services or draining changed
 // (load figures change all the time and are not worth a write).
+//
+// It does not poll: it wakes when the view changed (markDirty) or when its
+// first entry is due to expire (untilExpiry), not every second as it did.
 func (p *presence) fileLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	path := filepath.Join(p.n.cfg.DataDir, "presence.json")
 	last := ""
-	for {
-		select {
-		case <-ctx.Done():
+	for first := true; ; first = false {
+		if !first && !p.waitFileChange(ctx) {
 			return
-		case <-tick.C:
-		}
-		select {
-		case <-p.dirty:
-		default:
-			if last != "" {
-				p.expire() // that marks dirty for next time if a peer went
-				continue
-			}
 		}
 		peers := p.infos()[1:]
 		var sig strings.Builder
@@ -814,7 +910,49 @@ func (p *presence) fileLoop(ctx context.Context) {
 		if err := os.WriteFile(tmp, data, 0o644); err == nil {
 			_ = os.Rename(tmp, path)
 		}
+		// At most one write a second.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
+}
+
+// waitFileChange waits until the view changed, expiring the entries that
+// are due on the way. It returns false when ctx ends.
+func (p *presence) waitFileChange(ctx context.Context) bool {
+	for {
+		t := time.NewTimer(p.untilExpiry())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-p.dirty:
+			t.Stop()
+			return true
+		case <-t.C:
+			p.expire() // marks dirty if a peer went
+		}
+	}
+}
+
+// untilExpiry is how long until the first entry of the view expires
+// without a newer announcement (a minute when the view is empty: any
+// change marks it dirty). An entry whose time to live is shortened
+// (checkGone) marks the view dirty, so the wait is taken again.
+func (p *presence) untilExpiry() time.Duration {
+	now := time.Now()
+	next := time.Minute
+	p.mu.Lock()
+	for _, e := range p.peers {
+		next = min(next, e.lastSeen.Add(e.ttl).Sub(now))
+	}
+	p.mu.Unlock()
+	// expireLocked drops an entry strictly after its ttl.
+	return max(next, 0) + time.Millisecond
 }
 
 // watchConns keeps the slowly refreshed view honest between refreshes:
@@ -870,6 +1008,7 @@ func (p *presence) checkGone(ctx context.Context, id peer.ID) {
 	}
 	p.mu.Unlock()
 	if gone {
+		p.markDirty() // it expires sooner: fileLoop waits again
 		p.n.tt.view.ObserveFor(id.String(), ann.Zone, ann.Draining, seenAt, 0)
 		p.n.log.Debug("presence: peer unreachable after its connection closed; kept for PresenceTTL only", "peer", rpc.ShortID(id), "err", err)
 	}

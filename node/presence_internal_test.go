@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/internal/p2ptest"
@@ -230,5 +231,114 @@ func TestPullViewAsksAConnectedPeer(t *testing.T) {
 	}
 	if len(n.host.Network().Peers()) != 1 {
 		t.Errorf("connected to %d peers after pulling a view, want only the one it asked", len(n.host.Network().Peers()))
+	}
+}
+
+// announcingNode is choiceNode with presence on a real gossipsub topic
+// (a mesh of one) and its announce loop running: no early
+// announcements, an AnnounceInterval of interval and a refresh far off.
+func announcingNode(t *testing.T, interval time.Duration) *Node {
+	n := choiceNode(t, 0)
+	n.cfg.AnnounceInterval = interval
+	n.cfg.PresenceRefresh = time.Hour
+	n.presenceChanged = make(chan struct{}, 1)
+	n.announceNow = make(chan struct{}, 1)
+	gate, err := member.NewGate(member.Policy{Self: n.host.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gate = gate
+	ps, err := pubsub.NewGossipSub(n.ctx, n.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPresence(n, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.early = nil
+	n.pres = p
+	n.spawn(p.announceLoop)
+	return n
+}
+
+// waitUntil fails t if cond does not hold within 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The announce loop does not poll: an idle node checks for a change only
+// when told one may have happened (presenceMayChange), and announces only
+// what changed. It used to check every AnnounceInterval, a wake-up a
+// second per node on a testnet (a fifth of a lone node's idle CPU).
+func TestAnnounceLoopWakesForChangesOnly(t *testing.T) {
+	const interval = 10 * time.Millisecond
+	n := announcingNode(t, interval)
+	p := n.pres
+	waitUntil(t, "the first announcement", func() bool { return p.seq.Load() >= 1 })
+	checks, seq := p.checks.Load(), p.seq.Load()
+
+	// Idle: thirty AnnounceIntervals pass without a check. (A loop that
+	// polled would have checked about thirty times.)
+	time.Sleep(30 * interval)
+	if got := p.checks.Load(); got != checks {
+		t.Fatalf("an idle node checked for changes %d times in %v, want none", got-checks, 30*interval)
+	}
+
+	// Told of a change that is none: it checks, and announces nothing.
+	n.presenceMayChange()
+	waitUntil(t, "a check after presenceMayChange", func() bool { return p.checks.Load() > checks })
+	if got := p.seq.Load(); got != seq {
+		t.Errorf("announced %d times with nothing changed, want none", got-seq)
+	}
+
+	// A step starts (what runHeld does): the queue is announced.
+	n.running.Add(1)
+	n.presenceMayChange()
+	waitUntil(t, "the new queue announced", func() bool { return p.seq.Load() > seq })
+
+	// The bulkhead fills: its callback tells presence, and the room is
+	// announced.
+	seq = p.seq.Load()
+	release, err := n.bulk.Acquire(context.Background(), "step", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	waitUntil(t, "the room taken announced", func() bool { return p.seq.Load() > seq })
+	if a := p.selfNoLoad(false); a.Queue != 1 || a.Free != a.Slots-1 {
+		t.Errorf("announced queue %d, free %d of %d; want 1 and one slot taken", a.Queue, a.Free, a.Slots)
+	}
+}
+
+// Two changes within AnnounceInterval are announced once, at the end of
+// the interval: the loop checks at most once an interval.
+func TestAnnounceLoopChecksAtMostOnceAnInterval(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	n := announcingNode(t, interval)
+	p := n.pres
+	waitUntil(t, "the first announcement", func() bool { return p.seq.Load() >= 1 })
+	checks, first := p.checks.Load(), p.lastCheck.Load()
+	for range 5 {
+		n.running.Add(1)
+		n.presenceMayChange()
+	}
+	waitUntil(t, "a check after the changes", func() bool { return p.checks.Load() > checks })
+	// jitter keeps the gap within ±20 % of the interval.
+	if gap := time.Duration(p.lastCheck.Load() - first); gap < interval*4/5 {
+		t.Errorf("checked %v after the last check, want no sooner than %v (an AnnounceInterval less its jitter)", gap, interval*4/5)
+	}
+	// The check covered the whole burst: no second one follows it. (The
+	// window can only hide a late check, never invent one.)
+	time.Sleep(2 * interval)
+	if got := p.checks.Load() - checks; got != 1 {
+		t.Errorf("%d checks for five changes in a burst, want 1", got)
 	}
 }

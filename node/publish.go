@@ -248,10 +248,12 @@ func (n *Node) adoptSigned(s *schedule.Schedule, sg *schedule.Signed, env []byte
 		}
 		return false
 	}
-	// The next presence announcement carries the new issued_at: peers that
-	// missed the gossip fetch it then. (No early announcement: the gossip is
-	// still on its way to most of them.)
+	// The next presence announcement, within AnnounceInterval, carries
+	// the new issued_at: peers that missed the gossip fetch it then. (No
+	// immediate announcement: the gossip is still on its way to most of
+	// them.)
 	n.sp.setCurrent(bytes.Clone(env), s.IssuedAt.UnixNano(), schedule.Fingerprint(sg.Signer))
+	n.presenceMayChange()
 	return true
 }
 
@@ -475,6 +477,7 @@ func (n *Node) PublishSchedule(fileName string, data []byte) (api.PublishResult,
 	res.Adopted = n.offerSchedule(s, env, "published here")
 	if res.Adopted {
 		sp.setCurrent(env, s.IssuedAt.UnixNano(), res.Schedule.Signer)
+		n.presenceMayChange()
 	} else {
 		cur := n.scheduleInForceLocked()
 		res.InForce = &cur

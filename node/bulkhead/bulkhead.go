@@ -50,9 +50,10 @@ func (s Stats) Room() int { return max(0, s.Limit+s.Queue-s.Running-s.Queued) }
 type Bulkhead struct {
 	limit, queue int
 	node         chan struct{}
-	// onChange is called, outside the lock, when the bulkhead fills up or
-	// frees up (no free slot / no room, and back).
-	onChange func()
+	// onChange is called, outside the lock, whenever the steps running or
+	// waiting change; its argument says whether the bulkhead filled up or
+	// freed up (no free slot / no room, and back).
+	onChange func(filledOrFreed bool)
 
 	mu      sync.Mutex
 	groups  map[string]chan struct{}
@@ -62,10 +63,12 @@ type Bulkhead struct {
 }
 
 // New returns a bulkhead that runs at most limit steps at once and admits
-// at most queue steps beyond them. onChange, if not nil, is called when
-// the bulkhead fills up or frees up (for an early presence announcement);
-// it must not block.
-func New(limit, queue int, onChange func()) (*Bulkhead, error) {
+// at most queue steps beyond them. onChange, if not nil, is called
+// whenever the steps running or waiting change, with true when the
+// bulkhead filled up or freed up (for an early presence announcement; the
+// free slots and room announced change with every call); it must not
+// block.
+func New(limit, queue int, onChange func(filledOrFreed bool)) (*Bulkhead, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("bulkhead: limit %d: want at least 1 concurrent execution", limit)
 	}
@@ -196,8 +199,8 @@ func (b *Bulkhead) settle() bool {
 	return changed
 }
 
-func (b *Bulkhead) notify(changed bool) {
-	if changed && b.onChange != nil {
-		b.onChange()
+func (b *Bulkhead) notify(filledOrFreed bool) {
+	if b.onChange != nil {
+		b.onChange(filledOrFreed)
 	}
 }

@@ -111,8 +111,13 @@ func TestLimitReached(t *testing.T) {
 // refused, the same step is admitted again without a new place, and a
 // place given back is reused.
 func TestAdmit(t *testing.T) {
-	changes := 0
-	b, err := bulkhead.New(1, 1, func() { changes++ })
+	changes, calls := 0, 0
+	b, err := bulkhead.New(1, 1, func(filledOrFreed bool) {
+		calls++
+		if filledOrFreed {
+			changes++
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +135,8 @@ func TestAdmit(t *testing.T) {
 	if s := b.Stats(); s.Room() != 0 || s.Queued != 2 || s.Free() != 1 {
 		t.Errorf("full: %+v", s)
 	}
-	if changes != 1 {
-		t.Errorf("%d changes reported, want 1 (full)", changes)
+	if changes != 1 || calls != 2 {
+		t.Errorf("%d fills or frees and %d calls reported, want 1 (full) and 2 (x and y admitted)", changes, calls)
 	}
 	b.Leave("y")
 	b.Leave("y")
