@@ -81,7 +81,7 @@ Examples:
 			&cli.StringFlag{Name: "out", Usage: "`DIR` for CSV, SVG and results.md (empty: write nothing)", Value: "docs/bench"},
 			&cli.BoolFlag{Name: "quick", Usage: "tiny sizes, for tests and a first look"},
 			&cli.StringFlag{Name: "testnet", Usage: "use the running testnet in `DIR` instead of starting one"},
-			&cli.DurationFlag{Name: "announce", Usage: "presence interval of the nodes it starts (the testnet default of 1s costs 40 nodes most of a small machine)", Value: 5 * time.Second},
+			&cli.DurationFlag{Name: "announce", Usage: "how soon a change of presence is announced by the nodes it starts, at most (they do not poll: an idle node announces only at its refresh)", Value: 5 * time.Second},
 			&cli.StringFlag{Name: "binary", Usage: "bedwe `EXECUTABLE` for the nodes", DefaultText: "this one"},
 			&cli.DurationFlag{Name: "service-time", Usage: "sleep per service in the fixed-time mode; 0: no-op mode only", DefaultText: "100ms, 20ms with --quick"},
 			&cli.Float64Flag{Name: "scale", Usage: "WfCommons runtime `FACTOR`", DefaultText: "0.01, 0.0005 with --quick"},

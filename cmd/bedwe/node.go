@@ -70,7 +70,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "bootstrap", Usage: "full multiaddr of a peer to join through (repeatable)"},
 			&cli.StringFlag{Name: "network", Usage: "mesh name; peers only see peers of the same network", Value: "bedwe"},
 			&cli.BoolFlag{Name: "mdns", Usage: "discover peers on the local network with mDNS", Value: true},
-			&cli.DurationFlag{Name: "announce", Usage: "presence announcement interval", Value: 5 * time.Second},
+			&cli.DurationFlag{Name: "announce", Usage: "how soon a change of presence (capacity, draining, timetable, addresses) is announced, at most; an unchanged presence is refreshed far less often", Value: 5 * time.Second},
 			&cli.DurationFlag{Name: "no-peer-wait", Usage: "how long to wait for a provider of the next service before failing", Value: 30 * time.Second},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info"},
 			&cli.StringFlag{Name: "profile", Usage: "timing profile: mesh (real boards: 1 s beats, ~5 s detection) or testnet (loopback: 250 ms beats, ~1.5 s detection)", Value: "mesh"},

@@ -72,7 +72,7 @@ BEDWE_TESTNET_PPROF=1 to serve Go's profiler at /debug/pprof/ on each node's --h
 					&cli.IntFlag{Name: "zones", Usage: "number of load-shedding zones (round-robin)", Value: 2},
 					&cli.StringFlag{Name: "dir", Usage: "testnet directory", Required: true},
 					&cli.StringFlag{Name: "services", Usage: "services file for every node (default: test builtins)"},
-					&cli.DurationFlag{Name: "announce", Usage: "presence interval", Value: time.Second},
+					&cli.DurationFlag{Name: "announce", Usage: "how soon a node's change of presence is announced, at most", Value: time.Second},
 					&cli.StringFlag{Name: "profile", Usage: "node timing: testnet (250 ms beats, ~1.5 s detection) or mesh (1 s beats, ~5 s detection; for many nodes on few cores)", Value: "testnet"},
 					&cli.StringFlag{Name: "schedule", Usage: "timetable `FILE` (bedwe-schedule/1) for every node; the zones become the timetable's", TakesFile: true},
 					&cli.Float64Flag{Name: "clock-speed", Usage: "run a virtual timetable clock this many times faster than real time (360: an hour in 10 s); 0: real time"},
