@@ -173,7 +173,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.selfID, ride)
+	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.successorOf(p), ride)
 	if errors.Is(err, errRideUnanswered) {
 		// The backup did not answer the copy it was sent with its
 		// release, and nothing else was released: it stays named (it may
@@ -189,7 +189,11 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 				return refuse(api.CodeInternal, err.Error())
 			}
 		}
-		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.selfID, nil)
+		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.successorOf(p), nil)
+	}
+	if err == nil && n.refuseSettled.fires(head.Name, n.cfg.DataDir) {
+		n.log.Warn("failpoint: refusing a settled hand-over as unsettled", "failpoint", FailpointRefuseSettled, "workflow", p.WorkflowID, "step", head.Name)
+		err = fmt.Errorf("%w (failpoint %s)", errUnsettled, FailpointRefuseSettled)
 	}
 	if errors.As(err, &takenBy) {
 		settled.Result = held.SettleSuperseded
@@ -232,7 +236,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
 	n.unsettled.remove(rec.Key)
-	n.completeSettle(p.Settle, p.Attempt, n.selfID, answers.missed)
+	n.completeSettle(p.Settle, p.Attempt, n.successorOf(p), answers.missed)
 	taken = true
 	n.spawn(func(ctx context.Context) {
 		defer n.bulk.Leave(rec.Key) // if it ends without running
@@ -841,6 +845,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			ack := n.accept(ctx, p.Clone(), nil)
 			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
 			if ack.OK {
+				n.killAfterTaken.kill(head.Name, n.cfg.DataDir, n.log)
 				return handedOff{to: target, backups: ack.Guardians, released: ack.Released}, nil
 			}
 			if ack.Code == api.CodeCancelled {
@@ -853,6 +858,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				return n.handToFirst(ctx, p, id)
 			}
 			if ack.Code == api.CodeUnsettled {
+				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
 				unsettled.mark()
 			}
 			exclude[target] = true
@@ -890,6 +896,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		n.ev.Emit(ev)
 		if err == nil {
 			if ack.OK {
+				n.killAfterTaken.kill(head.Name, n.cfg.DataDir, n.log)
 				n.tt.view.Alive(target.String())
 				n.pres.noteTaken(target, seen)
 				return handedOff{to: target, backups: ack.Guardians, released: ack.Released, raw: data}, nil
@@ -908,6 +915,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 				return handedOff{}, fmt.Errorf("peer %s rejected the pack: %s", rpc.ShortID(target), ack.Error)
 			}
 			if ack.Code == api.CodeUnsettled {
+				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
 				unsettled.mark()
 			}
 			if ack.Code == api.CodeBusy {

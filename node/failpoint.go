@@ -8,44 +8,70 @@ import (
 	"syscall"
 )
 
-// FailpointKillAfterRan names the environment variable of the one fault
-// the node injects into itself, for the reliability tests that must kill
-// a holder at a point no outside signal can hit: "SERVICE:MARKER" makes the
-// node SIGKILL itself right after a step of SERVICE ran and its outcome was
-// stepped, before anything is handed on — inside held H4's window, where a
-// quick step's outcome is not journaled yet (reliability-core "Left undone"
-// 12) — the first time MARKER can be created (the node writes its data
-// directory there, so the test knows which node to restart). Unset, as
-// everywhere but in those tests, it does nothing.
-const FailpointKillAfterRan = "BEDWE_FAILPOINT_KILL_AFTER_RAN"
+// The faults a node injects into itself, for the reliability tests that
+// must hit a point no outside signal can. Each is an environment variable
+// set to "SERVICE:MARKER": it fires at SERVICE's step, the first time the
+// file MARKER can be created (the node writes its data directory there,
+// so the test knows which node it fired on). Unset, as everywhere but in
+// those tests, they do nothing.
+const (
+	// FailpointKillAfterRan makes the node SIGKILL itself right after a
+	// step of SERVICE ran and its outcome was stepped, before anything is
+	// handed on — inside held H4's window, where a quick step's outcome is
+	// not journaled yet (reliability-core "Left undone" 12).
+	FailpointKillAfterRan = "BEDWE_FAILPOINT_KILL_AFTER_RAN"
+	// FailpointRefuseSettled makes a receiver of SERVICE's hand-over that
+	// settled it (the guardians of the step before recorded its release)
+	// refuse it as unsettled all the same, as it does when one guardian's
+	// answer did not arrive in time although that guardian recorded the
+	// release (reliability-core "Left undone" 18, node/held H7).
+	FailpointRefuseSettled = "BEDWE_FAILPOINT_REFUSE_SETTLED"
+	// FailpointKillAfterUnsettled makes a sender whose hand-off of SERVICE
+	// was refused as unsettled SIGKILL itself before it tries again.
+	FailpointKillAfterUnsettled = "BEDWE_FAILPOINT_KILL_AFTER_UNSETTLED"
+	// FailpointKillAfterTaken makes a sender whose hand-off of SERVICE
+	// was acknowledged SIGKILL itself before it journals the hand-on: its
+	// restarted holder must learn from the guardians and the receiver
+	// that the work moved on (node/held H5, H7).
+	FailpointKillAfterTaken = "BEDWE_FAILPOINT_KILL_AFTER_TAKEN"
+)
 
-// killAfterRan is the parsed failpoint: the service and the marker file
-// ("" when unset).
-type killAfterRan struct{ service, marker string }
+// failpoint is one parsed failpoint: its variable, service and marker
+// file (service "" when unset).
+type failpoint struct{ name, service, marker string }
 
-func killAfterRanFromEnv() killAfterRan {
-	v := os.Getenv(FailpointKillAfterRan)
-	service, marker, ok := strings.Cut(v, ":")
+// failpointFromEnv reads the failpoint named by the variable name.
+func failpointFromEnv(name string) failpoint {
+	service, marker, ok := strings.Cut(os.Getenv(name), ":")
 	if !ok || service == "" || marker == "" {
-		return killAfterRan{}
+		return failpoint{}
 	}
-	return killAfterRan{service, marker}
+	return failpoint{name, service, marker}
 }
 
-// fire kills this process if service is the failpoint's and its marker
-// does not exist yet.
-func (k killAfterRan) fire(service, dataDir string, log *slog.Logger) {
-	if k.service == "" || service != k.service {
+// fires reports whether the failpoint fires now for service: it is set
+// for service and its marker did not exist yet (it does now, naming
+// dataDir).
+func (f failpoint) fires(service, dataDir string) bool {
+	if f.service == "" || service != f.service {
+		return false
+	}
+	m, err := os.OpenFile(f.marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false // fired before (or the marker cannot be made): not again
+	}
+	fmt.Fprintln(m, dataDir)
+	_ = m.Sync()
+	_ = m.Close()
+	return true
+}
+
+// kill SIGKILLs this process if the failpoint fires for service.
+func (f failpoint) kill(service, dataDir string, log *slog.Logger) {
+	if !f.fires(service, dataDir) {
 		return
 	}
-	f, err := os.OpenFile(k.marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return // fired before (or the marker cannot be made): not again
-	}
-	fmt.Fprintln(f, dataDir)
-	_ = f.Sync()
-	_ = f.Close()
-	log.Warn("failpoint: killing this node after the step ran", "failpoint", FailpointKillAfterRan, "service", service)
+	log.Warn("failpoint: killing this node", "failpoint", f.name, "service", service)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not handled: nothing after this runs
 }

@@ -278,7 +278,7 @@ func guardReply(r *guard.Reply) api.GuardReply {
 		return api.GuardReply{OK: true}
 	}
 	return api.GuardReply{OK: r.OK, Known: r.Known, Released: r.Released, Superseded: r.Superseded,
-		Pending: r.Pending, Attempt: r.Attempt, Holder: r.Holder, Error: r.Error}
+		Pending: r.Pending, Attempt: r.Attempt, Holder: r.Holder, TookKey: r.TookKey, Error: r.Error}
 }
 
 // guardKey names a step in flight: workflow and step path (attempts share it).
@@ -1133,6 +1133,7 @@ var guardDecoders = map[string]func([]byte) (api.GuardRequest, error){
 	api.ProtoGuardWithdraw:     decodeGuard[api.GuardWithdraw],
 	api.ProtoHeldSuperseded:    decodeGuard[api.HeldSuperseded],
 	api.ProtoHeldAddWatcher:    decodeGuard[api.HeldAddWatcher],
+	api.ProtoHeldTook:          decodeGuard[api.HeldTook],
 	api.ProtoJoinReplica:       decodeGuard[api.JoinReplica],
 	api.ProtoJoinUpdate:        decodeGuard[api.JoinUpdate],
 	api.ProtoJoinForwarded:     decodeGuard[api.JoinForwarded],
@@ -1203,7 +1204,7 @@ func (n *Node) storeAndRelease(from peer.ID, m api.GuardStoreRelease) api.GuardR
 		return api.GuardReply{Error: err.Error()}
 	}
 	r := m.Release
-	_, rd, err := n.stepGuardsTogether(m.Store.Key, store, r.Key, guard.Release{Attempt: r.Attempt, At: store.At, Rerouted: r.Rerouted, By: r.By, Yield: r.Yield})
+	_, rd, err := n.stepGuardsTogether(m.Store.Key, store, r.Key, guard.Release{Attempt: r.Attempt, At: store.At, Rerouted: r.Rerouted, By: r.By, ByKey: r.ByKey, Yield: r.Yield})
 	if err != nil {
 		return api.GuardReply{Error: err.Error()}
 	}
@@ -1253,6 +1254,8 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		return api.GuardReply{OK: true}
 	case api.HeldAddWatcher:
 		return n.offerWatcher(m.Key, m.Attempt, m.Watcher)
+	case api.HeldTook:
+		return n.tookOp(m.Key)
 	case api.GuardHandback:
 		return n.handbackOp(from, m)
 	case api.JoinReplica, api.JoinUpdate, api.JoinForwarded, api.JoinStatus, api.JoinHandover, api.JoinActor, api.JoinBranch:

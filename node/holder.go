@@ -325,7 +325,7 @@ func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool 
 	// step again; a quick one is journaled with its hand-on (H4).
 	n.stepHeldBackground(s, ran)
 	if head, err := p.Head(); err == nil {
-		n.killAfterRan.fire(head.Name, n.cfg.DataDir, n.log)
+		n.killAfterRan.kill(head.Name, n.cfg.DataDir, n.log)
 	}
 	return true
 }
@@ -485,14 +485,11 @@ func (n *Node) supersedeHeld(gkey string, attempt int) {
 	}
 }
 
-// resumeHeld restarts work read back from the journal: it asks the
+// resumeHeld restarts work read back from the journal (s: its slot, added
+// by resume before the node answers questions about it): it asks the
 // guardians (all at once) and the origin whether the work is still this
 // peer's, as the machine says, then carries on with it (H5).
-func (n *Node) resumeHeld(ctx context.Context, rec held.Record) {
-	s, fresh := n.helds.add(rec.Key, held.Restore(n.selfID, rec))
-	if !fresh {
-		return
-	}
+func (n *Node) resumeHeld(ctx context.Context, s *heldSlot, rec held.Record) {
 	s.mu.Lock()
 	s.packSaved = true
 	s.mu.Unlock()
@@ -542,7 +539,7 @@ func (n *Node) resettle(ctx context.Context, rec *held.Record, deadline time.Tim
 		return held.Owners{}, false
 	}
 	for {
-		err := n.settle(ctx, rec.Attempt(), items, n.selfID)
+		err := n.settle(ctx, rec.Attempt(), items, n.successorOf(rec.Pack))
 		var taken takenError
 		switch {
 		case errors.As(err, &taken):
@@ -570,6 +567,8 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		return api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}
 	}, settleCallTimeout)
 	o := held.Owners{Answered: true}
+	var named []api.HeldTook
+	var namedBy []pack.Peer
 	for i, rep := range replies {
 		if errs[i] != nil || !rep.OK {
 			o.Answered = false
@@ -577,9 +576,80 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		}
 		o.Superseded = o.Superseded || rep.Superseded
 		o.Released = o.Released || rep.Released
+		if rep.Released && rep.TookKey != "" && rep.Holder.ID != "" {
+			named = append(named, api.HeldTook{Key: rep.TookKey})
+			namedBy = append(namedBy, rep.Holder)
+		}
 	}
 	if q.Origin {
 		o.Ended = n.workflowEnded(ctx, rec.Pack)
 	}
+	if o.Released && !o.Superseded && !o.Ended && !rec.Forwarded {
+		o.Successor = n.askSuccessors(ctx, rec, namedBy, named)
+	}
 	return o
+}
+
+// askSuccessors asks the successors that released guardians named
+// (node/guard G16) whether they took the work (api.HeldTook), and sums
+// up their answers for the holder machine (node/held H7): any that took
+// it decides; every one that never took it says the release was of a
+// refused hand-over; otherwise unknown. With nobody named, the release
+// stands (unnamed).
+func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Peer, qs []api.HeldTook) held.SuccessorSaid {
+	if len(qs) == 0 {
+		return held.SuccessorUnnamed
+	}
+	replies := make([]api.GuardReply, len(qs))
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = n.guardCallErr(ctx, to[i], qs[i], settleCallTimeout)
+		}()
+	}
+	wg.Wait()
+	never := 0
+	for i, rep := range replies {
+		switch {
+		case errs[i] != nil || !rep.OK || rep.Pending:
+			n.log.Info("resuming held pack: the successor a guardian named does not say whether it took the work", "key", rec.Key, "successor", rpc.ShortIDString(to[i].ID), "pending", rep.Pending, "err", errs[i])
+		case rep.Known:
+			return held.SuccessorTook
+		case rep.NeverTook:
+			never++
+		}
+	}
+	if never == len(qs) {
+		n.log.Warn("resuming held pack: a guardian was released by a successor that never took the work (it refused the hand-over); going on", "key", rec.Key, "successors", len(qs))
+		return held.SuccessorNeverTook
+	}
+	return held.SuccessorUnknown
+}
+
+// tookOp answers a restarted holder asking whether this peer took the
+// work key (api.HeldTook; node/held H7): Known when it holds the work
+// past accepting it (running, resuming) or ran it and handed it on,
+// Pending while it is still taking it or has not read its journal back,
+// NeverTook otherwise — a refused hand-over leaves neither a record nor a
+// handed-on memory.
+func (n *Node) tookOp(key string) api.GuardReply {
+	if !n.resumed.Load() {
+		return api.GuardReply{OK: true, Pending: true}
+	}
+	if s, ok := n.helds.t.get(key); ok {
+		switch ph := s.view().Phase(); {
+		case ph == held.PhaseAccepting:
+			return api.GuardReply{OK: true, Pending: true}
+		case !ph.Ended():
+			return api.GuardReply{OK: true, Known: true}
+		}
+		// Ended: a hand-on is remembered before the slot goes (below).
+	}
+	if _, ok := n.handedOn.get(key); ok {
+		return api.GuardReply{OK: true, Known: true}
+	}
+	return api.GuardReply{OK: true, NeverTook: true}
 }

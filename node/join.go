@@ -379,7 +379,7 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 	if ack.OK {
 		// Recorded (or already counted): the branch's last guardians are
 		// released by the join, not by the sender alone.
-		switch err := n.settle(n.ctx, d.Attempt, d.Settle, ""); {
+		switch err := n.settle(n.ctx, d.Attempt, d.Settle, successor{}); {
 		case errors.Is(err, errUnsettled):
 			n.spawn(func(ctx context.Context) { n.settleUntil(ctx, d.Attempt, d.Settle) })
 		case err != nil:

@@ -242,9 +242,13 @@ type Node struct {
 	capacityLater atomic.Bool // an announcement is due at the window's end
 	// submitting counts submissions being recorded (admitWorkflow), under
 	// submitMu.
-	submitMu    sync.Mutex
-	submitting  int
-	draining    atomic.Bool
+	submitMu   sync.Mutex
+	submitting int
+	draining   atomic.Bool
+	// resumed is set once resume has put every held record read back
+	// from the journal in the held table: before, a question about held
+	// work (api.HeldTook) is answered Pending, not "never took".
+	resumed     atomic.Bool
 	announceNow chan struct{}
 	// presenceChanged says something presence announces may have changed
 	// (presenceMayChange); presence's announce loop checks it.
@@ -269,9 +273,9 @@ type Node struct {
 	// backup guardian that asks this peer as their primary waits
 	// (node/guard G15).
 	handing *handingOn
-	// killAfterRan is the test-only failpoint of failpoint.go (unset: off).
-	killAfterRan killAfterRan
-	guards       *guardTable // its own lock
+	// The test-only failpoints of failpoint.go (unset: off).
+	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken failpoint
+	guards                                                          *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -351,28 +355,31 @@ func New(cfg Config) (*Node, error) {
 		reg = r
 	}
 	n := &Node{
-		cfg:             cfg,
-		log:             cfg.Logger,
-		services:        reg,
-		limits:          pack.DefaultLimits(),
-		announceNow:     make(chan struct{}, 1),
-		presenceChanged: make(chan struct{}, 1),
-		joins:           newJoinTable(),
-		helds:           newHeldTable(),
-		handedOn:        newTimedSet[handedOnEntry](),
-		unsettled:       newTimedSet[struct{}](),
-		handing:         newHandingOn(),
-		killAfterRan:    killAfterRanFromEnv(),
-		guards:          newGuardTable(),
-		firstBeat:       map[string]time.Time{},
-		beatsChanged:    make(chan struct{}, 1),
-		activityChanged: make(chan struct{}, 1),
-		active:          map[string]*activeStep{},
-		cancelled:       map[string]time.Time{},
-		returned:        make(chan struct{}),
-		drainKick:       make(chan struct{}, 1),
-		breakers:        breaker.New(cfg.Breaker),
-		zone:            cfg.Zone,
+		cfg:                cfg,
+		log:                cfg.Logger,
+		services:           reg,
+		limits:             pack.DefaultLimits(),
+		announceNow:        make(chan struct{}, 1),
+		presenceChanged:    make(chan struct{}, 1),
+		joins:              newJoinTable(),
+		helds:              newHeldTable(),
+		handedOn:           newTimedSet[handedOnEntry](),
+		unsettled:          newTimedSet[struct{}](),
+		handing:            newHandingOn(),
+		killAfterRan:       failpointFromEnv(FailpointKillAfterRan),
+		refuseSettled:      failpointFromEnv(FailpointRefuseSettled),
+		killAfterUnsettled: failpointFromEnv(FailpointKillAfterUnsettled),
+		killAfterTaken:     failpointFromEnv(FailpointKillAfterTaken),
+		guards:             newGuardTable(),
+		firstBeat:          map[string]time.Time{},
+		beatsChanged:       make(chan struct{}, 1),
+		activityChanged:    make(chan struct{}, 1),
+		active:             map[string]*activeStep{},
+		cancelled:          map[string]time.Time{},
+		returned:           make(chan struct{}),
+		drainKick:          make(chan struct{}, 1),
+		breakers:           breaker.New(cfg.Breaker),
+		zone:               cfg.Zone,
 	}
 	n.helds.added = func() {
 		n.kickBeats()

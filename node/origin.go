@@ -505,7 +505,7 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 	if err != nil {
 		return err
 	}
-	switch err := n.settle(n.ctx, 0, rd.Settle, ""); {
+	switch err := n.settle(n.ctx, 0, rd.Settle, successor{}); {
 	case errors.Is(err, errUnsettled):
 		// Recorded: the release goes on in the background until the
 		// guardians answer (or count as gone).

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -341,4 +344,35 @@ func TestAnnounceLoopChecksAtMostOnceAnInterval(t *testing.T) {
 	if got := p.checks.Load() - checks; got != 1 {
 		t.Errorf("%d checks for five changes in a burst, want 1", got)
 	}
+}
+
+// presence.json drops a peer whose entry expired without a newer
+// announcement: its loop sleeps until the first entry of the view
+// expires (untilExpiry), not only until the view is marked dirty. A loop
+// that waited for dirty alone would list a silent peer for ever (peer
+// choice expires entries itself, so only the file would be wrong).
+func TestPresenceFileDropsAnExpiredPeer(t *testing.T) {
+	n := announcingNode(t, 10*time.Millisecond)
+	p := n.pres
+	n.spawn(p.fileLoop)
+	other := p2ptest.Host(t).ID() // a peer ID; the host itself is not used
+	p.mu.Lock()
+	p.peers[other] = &presenceEntry{ann: announcement{ID: other.String(), Zone: "z1", Services: []string{"s"}}, lastSeen: time.Now(), ttl: 1500 * time.Millisecond}
+	p.mu.Unlock()
+	p.markDirty()
+
+	path := filepath.Join(n.cfg.DataDir, "presence.json")
+	lists := func() (bool, bool) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false, false
+		}
+		var f api.PresenceFile
+		if json.Unmarshal(b, &f) != nil {
+			return false, false
+		}
+		return true, slices.ContainsFunc(f.Peers, func(pi api.PeerInfo) bool { return pi.ID == other.String() })
+	}
+	waitUntil(t, "presence.json listing the peer", func() bool { read, listed := lists(); return read && listed })
+	waitUntil(t, "presence.json without the peer once its entry expired", func() bool { read, listed := lists(); return read && !listed })
 }

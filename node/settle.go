@@ -85,7 +85,7 @@ const settleBudget = 5 * time.Second
 // attempt by another Superseded (node/guard G8), so a sender whose ack
 // was lost and that handed the step to a second peer starts one chain,
 // not two. Joins and origins settle with by empty.
-func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by string) error {
+func (n *Node) settle(ctx context.Context, attempt int, items []pack.Settle, by successor) error {
 	_, err := n.settleMissing(ctx, attempt, items, by, nil)
 	return err
 }
@@ -108,11 +108,11 @@ type settleAnswers struct {
 // With ride set, the release sent to ride.to carries ride.store, the copy
 // of the work being taken for that peer to keep as its backup guardian,
 // written there in the release's commit (settleRiding).
-func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by string, ride *rideStore) (settleAnswers, error) {
+func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Settle, by successor, ride *rideStore) (settleAnswers, error) {
 	if len(items) == 0 {
 		return settleAnswers{}, nil
 	}
-	if by != "" && len(items) > 1 {
+	if by.id != "" && len(items) > 1 {
 		// Every item must be answerable before any is released: a
 		// receiver that released one item as successor and then refused
 		// the hand-over as unsettled would leave that guardian naming it,
@@ -121,7 +121,7 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 		copy(reach, items)
 		if err := n.settleRounds(ctx, reach, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 			if it.Kind == pack.SettleGuard {
-				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by}
+				return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, By: by.id}
 			}
 			return api.GuardStatus{Key: it.Key}
 		}, true, nil, nil); err != nil {
@@ -130,7 +130,7 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 	}
 	self := n.self()
 	var took *tookSet
-	if by != "" {
+	if by.id != "" {
 		took = &tookSet{}
 	}
 	var err error
@@ -140,8 +140,8 @@ func (n *Node) settleMissing(ctx context.Context, attempt int, items []pack.Sett
 		err = n.settleRounds(ctx, items, func(it pack.Settle, _ pack.Peer) api.GuardRequest { return settleMsg(it, attempt, self, by) }, false, took, nil)
 	}
 	var taken takenError
-	if errors.As(err, &taken) && taken.By != by {
-		n.yield(items, attempt, by, taken.By, took)
+	if errors.As(err, &taken) && taken.By != by.id {
+		n.yield(items, attempt, by.id, taken.By, took)
 	}
 	if took == nil {
 		return settleAnswers{}, err
@@ -168,7 +168,7 @@ func releasedGuardians(items []pack.Settle, answered []tookAnswer) []string {
 // a continuation — asking each until it answers (callUntilAnswered).
 // Called once the work is taken here, never for a refused hand-over (a
 // copy must not record a holder that refused).
-func (n *Node) completeSettle(items []pack.Settle, attempt int, by string, missed []tookAnswer) {
+func (n *Node) completeSettle(items []pack.Settle, attempt int, by successor, missed []tookAnswer) {
 	self := n.self()
 	for _, m := range missed {
 		it := items[m.item]
@@ -469,7 +469,7 @@ func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle
 	var unsettled unsettledClock
 	wait := 500 * time.Millisecond
 	for {
-		err := n.settle(ctx, attempt, items, "")
+		err := n.settle(ctx, attempt, items, successor{})
 		if !errors.Is(err, errUnsettled) {
 			return err
 		}
@@ -529,7 +529,7 @@ func rideItem(items []pack.Settle, self string) (string, []pack.Peer) {
 // never answers, or answers pending, released nothing here:
 // errRideUnanswered, and the caller recruits another backup and settles
 // without a ride.
-func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settle, by string, ride *rideStore, took *tookSet) error {
+func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settle, by successor, ride *rideStore, took *tookSet) error {
 	self := n.self()
 	it := items[0]
 	first, rest := it, it
@@ -562,15 +562,25 @@ func (n *Node) speaks(id peer.ID, proto string) bool {
 	return err == nil && len(ps) > 0
 }
 
+// successor is the receiver that settles a hand-off it is taking: its
+// peer ID and the held key of the work it takes. Joins and origins settle
+// as no successor (the zero value).
+type successor struct{ id, key string }
+
+// successorOf is this peer settling as the receiver of p.
+func (n *Node) successorOf(p *pack.Pack) successor {
+	return successor{id: n.selfID, key: heldKey(p)}
+}
+
 // settleMsg is the guard operation that settles it.
-func settleMsg(it pack.Settle, attempt int, self pack.Peer, by string) api.GuardRequest {
+func settleMsg(it pack.Settle, attempt int, self pack.Peer, by successor) api.GuardRequest {
 	switch it.Kind {
 	case pack.SettleJoinForwarded:
-		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor, By: by}
+		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor, By: by.id}
 	case pack.SettleBranchStarted:
 		return api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
 	}
-	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, By: by}
+	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, By: by.id, ByKey: by.key}
 }
 
 // guardCall sends one guard message to a peer (or serves it here when the
@@ -644,7 +654,7 @@ func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardReq
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, Yield: m.Yield})
+	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, ByKey: m.ByKey, Yield: m.Yield})
 	n.log.Debug("guard release", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.By), "yield", rpc.ShortIDString(m.Yield),
 		"rerouted", m.Rerouted, "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)
 	return rep

@@ -213,8 +213,14 @@ func (n *Node) resume(ctx context.Context) error {
 		})
 	}
 	for _, rec := range packs {
-		n.spawn(func(ctx context.Context) { n.resumeHeld(ctx, rec) })
+		// In the table before anything is answered about it (tookOp).
+		s, fresh := n.helds.add(rec.Key, held.Restore(n.selfID, rec))
+		if !fresh {
+			continue
+		}
+		n.spawn(func(ctx context.Context) { n.resumeHeld(ctx, s, rec) })
 	}
+	n.resumed.Store(true)
 	// Join copies resume as their machine says: a restarted primary asks
 	// its replicas (refusing branch ends meanwhile), an acting copy of a
 	// decided join forwards it again. Passive copies were added to watch.

@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,74 +30,12 @@ func TestQuickStepRunAgainAfterAKillInItsWindow(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "fired")
 	t.Setenv(node.FailpointKillAfterRan, "qk:"+marker)
 	m := up(t, testnet.Options{Nodes: 3, Zones: 3})
-	stdout, stderr, code := bedwe(t, "a qk o[once=true] b", "submit", "-", "--testnet", m.Dir, "--node", "0", "-o", "json")
-	var st api.Status
-	if code != 0 || json.Unmarshal([]byte(stdout), &st) != nil || st.ID == "" {
-		t.Fatalf("submit: exit %d: %s %s", code, stdout, stderr)
-	}
+	st := submitAt0(t, m, "a qk o[once=true] b")
 
-	// The failpoint leaves its marker just before the kill; nothing
-	// announces it otherwise.
-	deadline := time.Now().Add(time.Minute)
-	var victimDir []byte
-	for {
-		b, err := os.ReadFile(marker)
-		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
-			victimDir = b
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the holder of qk was never killed by the failpoint")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	victim := -1
-	for i, nd := range m.Nodes {
-		if nd.DataDir == strings.TrimSpace(string(victimDir)) {
-			victim = i
-		}
-	}
-	if victim < 0 {
-		t.Fatalf("the failpoint fired on %q, no node of the testnet", victimDir)
-	}
-	if err := m.Kill(victim, syscall.SIGKILL); err != nil { // waits until it is gone
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := m.Restart(ctx, victim); err != nil {
-		t.Fatal(err)
-	}
-
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		out, _, code := bedwe(t, "", "result", st.ID, "--testnet", m.Dir, "--node", "0", "-o", "json")
-		if code == 0 || code == 2 {
-			var final api.Status
-			if err := json.Unmarshal([]byte(out), &final); err != nil {
-				t.Fatalf("result: %v\n%s", err, out)
-			}
-			if final.State != api.StateSucceeded {
-				t.Fatalf("workflow %s after the kill: %s %s", st.ID, final.State, final.Error)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow %s still running 2 minutes after the holder of qk was killed and restarted (node %d)", st.ID, victim)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-
-	recs, err := testnet.ReadInvocations(filepath.Join(m.Dir, testnet.RecordFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := map[string]int{}
-	for _, r := range recs {
-		if r.Workflow == st.ID {
-			runs[r.Service]++
-		}
-	}
+	victim := firedOn(t, m, marker, "the holder of qk was never killed by the failpoint")
+	restartKilled(t, m, victim)
+	awaitSucceeded(t, m, st.ID, fmt.Sprintf("the holder of qk was killed and restarted (node %d)", victim))
+	runs := runsOf(t, m, st.ID)
 	t.Logf("node %d killed after qk ran; runs: %v", victim, runs)
 	if runs["qk"] < 2 {
 		t.Errorf("qk ran %d times; its holder was killed after it ran and before its outcome was journaled, so it must run again", runs["qk"])
@@ -106,4 +45,161 @@ func TestQuickStepRunAgainAfterAKillInItsWindow(t *testing.T) {
 			t.Errorf("%s ran %d times, want once (o is at-most-once)", svc, runs[svc])
 		}
 	}
+}
+
+// TestRefusedHandOverLeavesTheSenderItsWork is node/held H7 with real
+// `bedwe node` processes (reliability-core "Left undone" 18): the receiver
+// of b's hand-over settles it — the guardians of o, the step before,
+// record their release as taken by that receiver — and then refuses it as
+// unsettled (node.FailpointRefuseSettled: as when one guardian's answer
+// arrives too late), and the sender, o's holder, is SIGKILLed right after
+// that refusal (node.FailpointKillAfterUnsettled) and restarted. Nobody
+// holds b. The restarted holder hears from o's guardians that a successor
+// released them; before H7 it dropped o on that word alone and the
+// workflow was lost with nothing run. Now it asks that successor, which
+// never took b, goes on, and the workflow succeeds with every step run
+// exactly once — o is at-most-once, its outcome journaled before its
+// hand-off (H4), so it is not run again. Counted from the services'
+// invocation records, not from the result.
+func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
+	dir := t.TempDir()
+	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
+	t.Setenv(node.FailpointRefuseSettled, "b:"+refused)
+	t.Setenv(node.FailpointKillAfterUnsettled, "b:"+killed)
+	m := up(t, testnet.Options{Nodes: 3, Zones: 3})
+	st := submitAt0(t, m, "a o[once=true] b")
+
+	victim := firedOn(t, m, killed, "the holder of o was never killed after b's hand-over was refused")
+	receiver := firedOn(t, m, refused, "b's hand-over was never refused after it settled")
+	restartKilled(t, m, victim)
+	awaitSucceeded(t, m, st.ID, fmt.Sprintf("the holder of o (node %d) was killed after node %d refused b's settled hand-over, and restarted", victim, receiver))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("node %d refused b's hand-over after settling it; node %d, o's holder, killed and restarted; runs: %v", receiver, victim, runs)
+	for _, svc := range []string{"a", "o", "b"} {
+		if runs[svc] != 1 {
+			t.Errorf("%s ran %d times, want once", svc, runs[svc])
+		}
+	}
+}
+
+// TestHolderKilledAfterItsHandOffWasTakenDropsIt is the other side of
+// node/held H7: the holder of a quick step (qk: not at-most-once, its
+// outcome journaled only with its hand-on, H4) is SIGKILLed right after
+// the receiver of the next step (sleepB, 5 s: the workflow is still
+// running when the holder is back) acknowledged the hand-off and before
+// the holder journaled it (node.FailpointKillAfterTaken), and restarted.
+// The guardians of qk say a successor released them, and that successor
+// says it holds sleepB, so the holder drops qk instead of running it
+// again: each step runs once. A successor that answered "never took" for
+// work it holds makes qk run twice here (tried).
+func TestHolderKilledAfterItsHandOffWasTakenDropsIt(t *testing.T) {
+	killed := filepath.Join(t.TempDir(), "killed")
+	t.Setenv(node.FailpointKillAfterTaken, "sleepB:"+killed)
+	m := up(t, testnet.Options{Nodes: 3, Zones: 3})
+	st := submitAt0(t, m, "a qk sleepB", "--input", `{"sleep_ms": 5000}`)
+	victim := firedOn(t, m, killed, "the holder of qk was never killed after sleepB's hand-off was taken")
+	restartKilled(t, m, victim)
+	awaitSucceeded(t, m, st.ID, fmt.Sprintf("the holder of qk (node %d) was killed after sleepB's hand-off was taken, and restarted", victim))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("node %d, qk's holder, killed after sleepB's hand-off was taken, and restarted; runs: %v", victim, runs)
+	for _, svc := range []string{"a", "qk", "sleepB"} {
+		if runs[svc] != 1 {
+			t.Errorf("%s ran %d times, want once", svc, runs[svc])
+		}
+	}
+}
+
+// firedOn waits for a failpoint's marker (written just before it fires;
+// nothing announces it otherwise) and returns the index of the node it
+// fired on.
+func firedOn(t *testing.T, m *testnet.Manifest, marker, never string) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var dataDir []byte
+	for {
+		b, err := os.ReadFile(marker)
+		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			dataDir = b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(never)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i, nd := range m.Nodes {
+		if nd.DataDir == strings.TrimSpace(string(dataDir)) {
+			return i
+		}
+	}
+	t.Fatalf("the failpoint fired on %q, no node of the testnet", dataDir)
+	return -1
+}
+
+// restartKilled waits until node i (killed by a failpoint) is gone and
+// starts it again on its data directory.
+func restartKilled(t *testing.T, m *testnet.Manifest, i int) {
+	t.Helper()
+	if err := m.Kill(i, syscall.SIGKILL); err != nil { // waits until it is gone
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Restart(ctx, i); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitSucceeded waits up to two minutes for workflow id to end, and
+// fails unless it succeeded; after says what happened to it.
+func awaitSucceeded(t *testing.T, m *testnet.Manifest, id, after string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, _, code := bedwe(t, "", "result", id, "--testnet", m.Dir, "--node", "0", "-o", "json")
+		if code == 0 || code == 2 {
+			var final api.Status
+			if err := json.Unmarshal([]byte(out), &final); err != nil {
+				t.Fatalf("result: %v\n%s", err, out)
+			}
+			if final.State != api.StateSucceeded {
+				t.Fatalf("workflow %s after %s: %s %s", id, after, final.State, final.Error)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflow %s still running 2 minutes after %s", id, after)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runsOf counts the invocations of each service for workflow id, from the
+// testnet's services' records.
+func runsOf(t *testing.T, m *testnet.Manifest, id string) map[string]int {
+	t.Helper()
+	recs, err := testnet.ReadInvocations(filepath.Join(m.Dir, testnet.RecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for _, r := range recs {
+		if r.Workflow == id {
+			runs[r.Service]++
+		}
+	}
+	return runs
+}
+
+// submitAt0 submits wf to node 0 of m with extra arguments, and fails t
+// unless it was accepted.
+func submitAt0(t *testing.T, m *testnet.Manifest, wf string, extra ...string) api.Status {
+	t.Helper()
+	args := append([]string{"submit", "-", "--testnet", m.Dir, "--node", "0", "-o", "json"}, extra...)
+	stdout, stderr, code := bedwe(t, wf, args...)
+	var st api.Status
+	if code != 0 || json.Unmarshal([]byte(stdout), &st) != nil || st.ID == "" {
+		t.Fatalf("submit: exit %d: %s %s", code, stdout, stderr)
+	}
+	return st
 }

@@ -312,6 +312,11 @@ type GuardReply struct {
 	// receiver's ack has not reached it): a backup guardian waits rather
 	// than stand in for it (node/guard G15).
 	Handing bool `cbor:"12,keyasint,omitempty"`
+	// TookKey (GuardOwner): the guardian was released at the asked
+	// attempt by the successor Holder, which took the work TookKey (a
+	// held key); the restarted holder asks it (HeldTook) before it drops
+	// its step (node/guard G16, node/held H7).
+	TookKey string `cbor:"13,keyasint,omitempty"`
 }
 
 // RefusedPeer is a peer a node refused recently: its connection was closed

@@ -22,6 +22,7 @@ const (
 	ProtoGuardWithdraw     = "/bedwe/guard/withdraw/1.0.0"
 	ProtoHeldSuperseded    = "/bedwe/held/superseded/1.0.0"
 	ProtoHeldAddWatcher    = "/bedwe/held/add-watcher/1.0.0"
+	ProtoHeldTook          = "/bedwe/held/took/1.0.0"
 	ProtoJoinReplica       = "/bedwe/join/replica/1.0.0"
 	ProtoJoinUpdate        = "/bedwe/join/update/1.0.0"
 	ProtoJoinForwarded     = "/bedwe/join/forwarded/1.0.0"
@@ -76,6 +77,11 @@ type GuardRelease struct {
 	// took the attempt first: By) and gives way: a guardian that recorded
 	// Yield as the successor records By instead, and nothing else changes.
 	Yield string `cbor:"6,keyasint,omitempty"`
+	// ByKey, with By, is the key of the work By took (its held key: the
+	// next step at its attempt). A restarted holder told that a successor
+	// released its step asks that successor about ByKey (HeldTook) before
+	// it drops the step (node/held H7).
+	ByKey string `cbor:"7,keyasint,omitempty"`
 }
 
 // GuardStoreRelease asks one guardian to keep the copy Store and to
@@ -141,6 +147,16 @@ type HeldAddWatcher struct {
 	Key     string    `cbor:"1,keyasint"`
 	Attempt int       `cbor:"2,keyasint,omitempty"`
 	Watcher pack.Peer `cbor:"3,keyasint"`
+}
+
+// HeldTook asks the successor a guardian named (node/guard G16) whether it
+// took the work Key (a held key: workflow, step path and attempt). It is
+// answered Known when the peer holds that work or ran and handed it on,
+// Pending when it is taking it now or has not read its journal back yet,
+// and NeverTook when it holds nothing and remembers nothing of it: it
+// refused the hand-over (node/held H7).
+type HeldTook struct {
+	Key string `cbor:"1,keyasint"`
 }
 
 // JoinReplica asks a peer to keep a copy of a join record (a CBOR
@@ -265,6 +281,9 @@ func (HeldSuperseded) Protocol() string { return ProtoHeldSuperseded }
 
 // Protocol returns ProtoHeldAddWatcher.
 func (HeldAddWatcher) Protocol() string { return ProtoHeldAddWatcher }
+
+// Protocol returns ProtoHeldTook.
+func (HeldTook) Protocol() string { return ProtoHeldTook }
 
 // Protocol returns ProtoJoinReplica.
 func (JoinReplica) Protocol() string { return ProtoJoinReplica }

@@ -177,6 +177,17 @@
 //     re-routing the step to the backup's holder and has not heard the
 //     ack) is not followed back to the old holder: the backup watches its
 //     own holder again.
+//   - G16 (a tombstone names who released it and what it took): a
+//     successor's release carries the key of the work it is taking
+//     (Release.ByKey), kept in the tombstone with its name, and a
+//     restarted holder that asks about that attempt ([Guard.Owner]) is
+//     told both. A release is recorded before the successor decides
+//     whether it takes the hand-over, and a receiver that then refuses it
+//     (unsettled) cannot always undo the release: the guardian that
+//     recorded it may be the one whose answer did not arrive. Read as
+//     "moved on" alone, it made a restarted holder drop work nobody held
+//     (reliability-core "Left undone" 18); the holder now asks the
+//     successor first (node/held H7). testdata/owner-successor.txt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -260,6 +271,9 @@ type Mark struct {
 	Rerouted bool      `cbor:"3,keyasint,omitempty"`
 	// By is the successor whose release raised the mark (G8).
 	By string `cbor:"4,keyasint,omitempty"`
+	// ByKey is the work By took (a held key), for a restarted holder to
+	// ask it about (G16).
+	ByKey string `cbor:"5,keyasint,omitempty"`
 }
 
 // Guard is everything one guardian knows of one step key.
@@ -382,6 +396,9 @@ type Reply struct {
 	Handing bool
 	Attempt int
 	Holder  pack.Peer
+	// TookKey (Owner): the work the successor Holder took when it
+	// released this attempt (G16).
+	TookKey string
 	Error   string
 }
 
@@ -475,6 +492,9 @@ type Release struct {
 	Probe    bool
 	Rerouted bool
 	By       string
+	// ByKey: the work By took (its held key), kept with By in the
+	// tombstone and named to a restarted holder that asks (G16).
+	ByKey string
 	// Yield: the successor Yield was refused elsewhere (By took the
 	// attempt first) and gives way; a tombstone naming Yield names By
 	// instead (G8). Nothing else changes.
@@ -658,10 +678,18 @@ func (g *Guard) Status() Reply {
 // Owner answers a restarted holder from asking whether its attempt still
 // owns the step: Superseded when a newer attempt is guarded, or this
 // attempt is guarded as held by another peer.
+//
+// A tombstone of that very attempt that names its successor and the work
+// it took names them too (Holder, TookKey): a release is recorded before
+// the successor decides whether it takes the hand-over, so the holder
+// asks the successor before it drops its step (G16).
 func (g *Guard) Owner(from string, attempt int) Reply {
 	r := g.Status()
 	if g.copy != nil {
 		r.Superseded = g.copy.Attempt > attempt || (g.copy.Attempt == attempt && g.copy.Holder.ID != from)
+	}
+	if m := g.mark; g.copy == nil && m != nil && m.Attempt == attempt && !m.Rerouted && m.By != "" && m.ByKey != "" {
+		r.Holder, r.TookKey = pack.Peer{ID: m.By}, m.ByKey
 	}
 	return r
 }
@@ -876,7 +904,7 @@ func (g *Guard) release(e Release) Ready {
 			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt, Holder: pack.Peer{ID: g.mark.By}}}
 		}
 		if g.mark.Attempt == e.Attempt && !g.mark.Rerouted && !e.Rerouted && g.mark.By == "" && e.By != "" {
-			g.mark.By = e.By
+			g.mark.By, g.mark.ByKey = e.By, e.ByKey
 			return Ready{Persist: PersistForget, Reply: &Reply{OK: true}}
 		}
 		if g.mark.Attempt == e.Attempt && (g.mark.Rerouted || !e.Rerouted) {
@@ -892,7 +920,7 @@ func (g *Guard) release(e Release) Ready {
 	rd := g.forget(e.Attempt, e.At)
 	if raised {
 		g.mark.Rerouted = e.Rerouted
-		g.mark.By = e.By
+		g.mark.By, g.mark.ByKey = e.By, e.ByKey
 	}
 	rd.Reply = &Reply{OK: true}
 	return rd

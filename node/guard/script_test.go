@@ -44,7 +44,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0),
 			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: script.Peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], Yield: a["yield"]}
+		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], ByKey: a["by-key"], Yield: a["yield"]}
 	case "moved-on":
 		ev = MovedOn{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
@@ -122,6 +122,9 @@ func reply(r Reply) string {
 	if r.Holder.ID != "" {
 		parts = append(parts, "holder="+r.Holder.ID)
 	}
+	if r.TookKey != "" {
+		parts = append(parts, "took="+r.TookKey)
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -193,7 +196,11 @@ func state(g *Guard) string {
 			s += "(rerouted)"
 		}
 		if m.By != "" {
-			s += "(by " + m.By + ")"
+			s += "(by " + m.By
+			if m.ByKey != "" {
+				s += " took " + m.ByKey
+			}
+			s += ")"
 		}
 	}
 	if g.rerouting {

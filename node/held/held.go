@@ -75,6 +75,22 @@
 //     guardian that does not answer may be the one that was released
 //     (after a blackout the others come back first), and no answer is not
 //     "still yours" (issue 12, F3).
+//   - H7 (a release stands only for a successor that took the work): a
+//     guardian records a successor's release before that successor
+//     decides whether it takes the hand-over, and a receiver that then
+//     refuses it (unsettled: another guardian of the step did not answer
+//     in time) cannot always undo the release — the guardian that
+//     recorded it may be the one that did not answer. So a restored
+//     holder that has not handed its step on, told by a guardian that a
+//     successor released it, drops its work only once that successor
+//     (named by the guardian, node/guard G16) says it took the work, or
+//     when nobody is named (a join or an origin released it), or when
+//     the successor stays silent past the restart grace, as before. A
+//     successor that holds nothing and remembers nothing of the work
+//     never took it: the holder goes on, and its next hand-off reaches
+//     that successor again (G8). Before, the holder dropped the step on
+//     the guardian's word alone, and a blackout lost a workflow with
+//     nothing run (reliability-core "Left undone" 18).
 //
 // The node owns the journal, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -388,9 +404,47 @@ type Restored struct{}
 // Superseded: a guardian re-routed the attempt; Released: a guardian was
 // released (by a successor); Ended: the origin says the workflow ended;
 // Answered: every guardian answered; GiveUp: the node stops asking (a
-// guardian still silent past the restart grace).
+// guardian still silent past the restart grace). Successor: what the
+// successor that the releasing guardians named said when asked whether
+// it took the work (H7).
 type Owners struct {
 	Superseded, Released, Ended, Answered, GiveUp bool
+	Successor                                     SuccessorSaid
+}
+
+// SuccessorSaid is what the successor named by a released guardian said
+// of the work it was handed (H7).
+type SuccessorSaid uint8
+
+// What a successor said.
+const (
+	// SuccessorUnnamed: no guardian named a successor (a holder, a join
+	// or an origin released it, or a tombstone older than the name): the
+	// release stands.
+	SuccessorUnnamed SuccessorSaid = iota
+	// SuccessorTook: it holds the work, or ran it and handed it on.
+	SuccessorTook
+	// SuccessorNeverTook: it holds nothing and remembers nothing of the
+	// work: it refused the hand-over after the guardian had recorded its
+	// release.
+	SuccessorNeverTook
+	// SuccessorUnknown: it did not answer, or is still taking the work or
+	// reading its journal back.
+	SuccessorUnknown
+)
+
+func (s SuccessorSaid) String() string {
+	switch s {
+	case SuccessorUnnamed:
+		return "unnamed"
+	case SuccessorTook:
+		return "took"
+	case SuccessorNeverTook:
+		return "never-took"
+	case SuccessorUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("successor(%d)", uint8(s))
 }
 
 // Ran: the step ended with this outcome after running for Took (the
@@ -608,10 +662,23 @@ func (h *Holder) owners(e Owners) Ready {
 	switch {
 	case e.Superseded:
 		return drop("a guardian re-routed it")
-	case e.Released && !h.rec.Forwarded:
-		return drop("a guardian was released by a later holder")
 	case e.Ended && !h.rec.Forwarded:
 		return drop("the workflow has ended")
+	case e.Released && !h.rec.Forwarded:
+		switch e.Successor {
+		case SuccessorUnnamed, SuccessorTook:
+			return drop("a guardian was released by a later holder")
+		case SuccessorUnknown:
+			if e.GiveUp {
+				return drop("a guardian was released by a later holder, which did not say whether it took the work")
+			}
+		case SuccessorNeverTook:
+			// H7: the release was recorded for a hand-over that was then
+			// refused; nothing moved on.
+			if e.Answered || e.GiveUp {
+				return h.run()
+			}
+		}
 	case e.Answered || e.GiveUp:
 		return h.run()
 	}

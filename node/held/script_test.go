@@ -77,7 +77,7 @@ func apply(t *testing.T, m *machine, cmd string) []string {
 		ev = Restored{}
 	case "owners":
 		ev = Owners{Superseded: a["superseded"] == "true", Released: a["released"] == "true", Ended: a["ended"] == "true",
-			Answered: a["answered"] == "true", GiveUp: a["give-up"] == "true"}
+			Answered: a["answered"] == "true", GiveUp: a["give-up"] == "true", Successor: successorSaid(t, a["successor"])}
 	case "ran":
 		ev = Ran{OK: a["ok"] != "false", Output: []byte(`{"x":1}`), Error: a["error"], Took: script.Duration(t, a, "took")}
 	case "stopped":
@@ -202,4 +202,15 @@ func state(h *Holder) string {
 		s += " beats"
 	}
 	return s
+}
+
+// successorSaid parses an owners command's successor= (empty: unnamed).
+func successorSaid(t *testing.T, v string) SuccessorSaid {
+	for _, s := range []SuccessorSaid{SuccessorUnnamed, SuccessorTook, SuccessorNeverTook, SuccessorUnknown} {
+		if v == s.String() || (v == "" && s == SuccessorUnnamed) {
+			return s
+		}
+	}
+	t.Fatalf("unknown successor answer %q", v)
+	return SuccessorUnnamed
 }
