@@ -40,6 +40,7 @@ import (
 //	step_runs_total{outcome}              steps run here: ok, failed, cancelled
 //	packs_accepted_total                  packs journaled and acknowledged
 //	reroutes_total                        steps re-sent by this node as guardian
+//	presence_announcements_total          presence announcements this node published
 //	chains_superseded_total               superseded work dropped or refused here
 //	suspicions_total                      peers the failure detector declared silent
 //	suspicions_spared_total               late peers that answered a ping instead
@@ -71,6 +72,7 @@ type metrics struct {
 	stepRuns       *prometheus.CounterVec
 	accepted       prometheus.Counter
 	reroutes       prometheus.Counter
+	announcements  prometheus.Counter
 	superseded     prometheus.Counter
 	suspicions     prometheus.Counter
 	spared         prometheus.Counter
@@ -109,6 +111,10 @@ func newMetrics() *metrics {
 		reroutes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bedwe_reroutes_total",
 			Help: "Steps this node re-sent as guardian (attempt+1) because their holder went silent or handed them back; each starts a new chain.",
+		}),
+		announcements: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bedwe_presence_announcements_total",
+			Help: "Presence announcements this node published (changes and refreshes); each one reaches every peer, which verifies its signature.",
 		}),
 		superseded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bedwe_chains_superseded_total",
@@ -152,7 +158,7 @@ func newMetrics() *metrics {
 			Help: "Streams a peer (or a client) opened to this node, by protocol ID, counted before the membership gate: what a hop costs in streams (bedwe bench's overhead experiment reads it).",
 		}, []string{"protocol"}),
 	}
-	reg.MustRegister(m.streamsServed, m.muxRequests, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.superseded,
+	reg.MustRegister(m.streamsServed, m.muxRequests, m.handoffs, m.handoffLatency, m.stepRuns, m.accepted, m.reroutes, m.announcements, m.superseded,
 		m.suspicions, m.spared, m.joinTakeovers, m.deliveries, m.completions, m.journalWrites, m.stashes)
 	// Series that exist from the start, so a rate() sees the first one.
 	for _, o := range []string{events.OutcomeOK, events.OutcomeRefused, events.OutcomeError} {

@@ -71,11 +71,33 @@ const presenceRefreshes = 3
 // presence.json: everything but the load figures (CPU, memory), which
 // change all the time, and the sequence numbers.
 func (a announcement) same(b announcement) bool {
+	return a.sameState(b) && a.Queue == b.Queue && a.Free == b.Free && a.Room == b.Room
+}
+
+// sameState is same without the step counts (queue, free slots, room),
+// which change at every step a busy peer starts or ends, but with
+// whether the peer is full or would make a step wait, which peer choice
+// weighs most (router.go). A change of state is announced within an
+// AnnounceInterval; a change of the counts alone at most once every
+// loadAnnounceEvery AnnounceIntervals (announceLoop).
+func (a announcement) sameState(b announcement) bool {
 	return a.ID == b.ID && a.Zone == b.Zone && a.Draining == b.Draining && a.Sched == b.Sched &&
-		a.Queue == b.Queue && a.Slots == b.Slots && a.Free == b.Free && a.Room == b.Room &&
+		a.Slots == b.Slots && a.full() == b.full() && a.waits() == b.waits() &&
 		a.Refresh == b.Refresh && slices.Equal(a.Addrs, b.Addrs) &&
 		slices.Equal(a.Services, b.Services) && slices.Equal(a.Patterns, b.Patterns)
 }
+
+// loadAnnounceEvery is how many AnnounceIntervals a change of the step
+// counts alone (announcement.sameState) waits after the last
+// announcement. Every announcement reaches every peer, which checks its
+// signature (an Ed25519 verification, ~50 µs) and takes it in: a busy
+// node that announced every step start and end at the AnnounceInterval
+// pace cost the mesh more CPU per step than the step's hand-over itself
+// at 40 nodes (issue 14; docs/bench/notes.md, twenty-fifth session).
+// Between announcements, a sender counts the steps it handed a peer
+// itself (noteTaken), and a peer that fills up or frees up announces at
+// once (capacityChanged).
+const loadAnnounceEvery = 5
 
 // full reports whether the peer announced that it would refuse a step as
 // busy.
@@ -115,9 +137,10 @@ type presence struct {
 	early []time.Duration
 	// checks counts announceLoop's checks for a change (it wakes for a
 	// change, a poke or a refresh, and never polls); lastCheck is when
-	// it last checked (Unix nanoseconds).
-	checks    atomic.Uint64
-	lastCheck atomic.Int64
+	// it last checked and lastAnnounced when it last announced (Unix
+	// nanoseconds).
+	checks, announcedN       atomic.Uint64
+	lastCheck, lastAnnounced atomic.Int64
 
 	mu    sync.Mutex
 	peers map[peer.ID]*presenceEntry
@@ -572,15 +595,24 @@ func (p *presence) announceLoop(ctx context.Context) {
 		p.lastCheck.Store(checkedAt.UnixNano())
 		p.checks.Add(1)
 		refreshDue := checkedAt.Sub(lastAt) >= refreshIn
-		if force || !cur.same(last) || refreshDue {
+		// A change of the step counts alone waits for the load pace.
+		loadAt := lastAt.Add(loadAnnounceEvery * p.n.cfg.AnnounceInterval)
+		loadOnly := !cur.same(last) && cur.sameState(last)
+		if force || !cur.sameState(last) || (loadOnly && !checkedAt.Before(loadAt)) || refreshDue {
 			last, lastAt = p.announce(ctx), time.Now()
+			p.lastAnnounced.Store(lastAt.UnixNano())
+			p.announcedN.Add(1)
 			refreshIn = jitter(time.Duration(last.Refresh) * time.Millisecond)
 			if pull || (refreshDue && !force) {
 				p.pullView()
 			}
+			loadOnly = false
 		}
 		force, pull = false, false
 		wait := refreshIn - time.Since(lastAt)
+		if loadOnly {
+			wait = min(wait, time.Until(loadAt))
+		}
 		if len(early) > 0 {
 			wait, early, force = early[0], early[1:], true
 			step++
@@ -726,6 +758,9 @@ func (p *presence) announce(ctx context.Context) announcement {
 	data, err := json.Marshal(self)
 	if err != nil {
 		return self
+	}
+	if m := p.n.metrics; m != nil {
+		m.announcements.Inc()
 	}
 	if err := p.topic.Publish(ctx, data); err != nil && ctx.Err() == nil {
 		p.n.log.Debug("announce presence", "err", err)

@@ -376,3 +376,37 @@ func TestPresenceFileDropsAnExpiredPeer(t *testing.T) {
 	waitUntil(t, "presence.json listing the peer", func() bool { read, listed := lists(); return read && listed })
 	waitUntil(t, "presence.json without the peer once its entry expired", func() bool { read, listed := lists(); return read && !listed })
 }
+
+// A change of the step counts alone (a step started or ended, a slot
+// taken) is announced no sooner than loadAnnounceEvery AnnounceIntervals
+// after the last announcement; a change of state (here: draining) within
+// an AnnounceInterval, whatever counts are pending. Before, a busy node
+// announced every step start and end at the AnnounceInterval pace, and
+// every peer verified each announcement's signature.
+func TestAnnounceLoopPacesStepCounts(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	n := announcingNode(t, interval)
+	p := n.pres
+	waitUntil(t, "the first announcement", func() bool { return p.announcedN.Load() >= 1 })
+	count, last := p.announcedN.Load(), p.lastAnnounced.Load()
+
+	n.running.Add(1) // a step starts: the queue changes, nothing else
+	n.presenceMayChange()
+	waitUntil(t, "the new queue announced", func() bool { return p.announcedN.Load() > count })
+	if gap := time.Duration(p.lastAnnounced.Load() - last); gap < loadAnnounceEvery*interval {
+		t.Errorf("a change of the queue alone announced %v after the last announcement, want no sooner than %v", gap, loadAnnounceEvery*interval)
+	}
+	if a := p.selfNoLoad(false); a.Queue != 1 {
+		t.Fatalf("queue %d, want 1", a.Queue)
+	}
+
+	count, last = p.announcedN.Load(), p.lastAnnounced.Load()
+	n.running.Add(1)
+	n.draining.Store(true)
+	n.presenceMayChange()
+	waitUntil(t, "draining announced", func() bool { return p.announcedN.Load() > count })
+	// The bound leaves the loop most of the load pace (2 s) as slack.
+	if gap := time.Duration(p.lastAnnounced.Load() - last); gap >= loadAnnounceEvery*interval {
+		t.Errorf("draining announced %v after the last announcement: it waited for the step counts' pace (%v)", gap, loadAnnounceEvery*interval)
+	}
+}

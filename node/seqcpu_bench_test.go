@@ -19,7 +19,8 @@ import (
 // step, net of the mesh's idle CPU measured for two seconds before: what
 // the protocol costs with one Go runtime, without the scheduling and cache
 // costs of n processes sharing two cores that the testnet's figure
-// (docs/bench/hop-cpu.sh) includes. commits/step and requests/step say
+// (docs/bench/hop-cpu.sh) includes. commits/step, requests/step and
+// announcements/step (presence announcements, refreshes included) say
 // what each step did; the first workflow, outside the measurement, makes
 // the connections.
 //
@@ -45,7 +46,7 @@ func BenchmarkSequenceCPU(b *testing.B) {
 			time.Sleep(2 * time.Second)
 			idle := float64(cputime.Used()-idleStart) / float64(time.Since(idleFrom))
 
-			commits, requests := journalWrites(b, nodes), muxRequests(b, nodes)
+			commits, requests, announced := journalWrites(b, nodes), muxRequests(b, nodes), announcements(b, nodes)
 			began, start := time.Now(), cputime.Used()
 			for b.Loop() {
 				run()
@@ -55,6 +56,7 @@ func BenchmarkSequenceCPU(b *testing.B) {
 			b.ReportMetric(used/all, "cpu-ns/step")
 			b.ReportMetric((journalWrites(b, nodes)-commits)/all, "commits/step")
 			b.ReportMetric((muxRequests(b, nodes)-requests)/all, "requests/step")
+			b.ReportMetric((announcements(b, nodes)-announced)/all, "announcements/step")
 		})
 	}
 }
@@ -69,6 +71,16 @@ func muxRequests(t testing.TB, nodes []api.NodeFile) float64 {
 				sum += v
 			}
 		}
+	}
+	return sum
+}
+
+// announcements is the number of presence announcements the nodes
+// published, refreshes included.
+func announcements(t testing.TB, nodes []api.NodeFile) float64 {
+	sum := 0.0
+	for _, nf := range nodes {
+		sum += scrape(t, nf.HTTP)["bedwe_presence_announcements_total"]
 	}
 	return sum
 }
