@@ -118,6 +118,7 @@ func (n *Node) activityLoop(ctx context.Context) {
 				time.Sleep(50 * time.Millisecond) // coalesce bursts
 			}
 		}
+		n.activityPasses.Add(1)
 		a := n.activity()
 		// Held work is counted before activity's filter: a step taken
 		// but not yet running changes phase without a touch.

@@ -454,6 +454,11 @@ func (n *Node) releaseGuardians(ctx context.Context, gkey string, attempt int, g
 // reply says whether it was taken (Released: the work moved on or its
 // settle list is taken, so g must drop what it keeps).
 func (n *Node) offerWatcher(gkey string, attempt int, g pack.Peer) api.GuardReply {
+	if !n.resumed.Load() {
+		// The journal's held work is not back in the table yet: not
+		// finding the work says nothing (the guardian asks again later).
+		return api.GuardReply{OK: true}
+	}
 	s := n.helds.find(gkey, attempt)
 	if s == nil {
 		key := journal.AttemptKey(gkey, attempt)
@@ -569,6 +574,7 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 	o := held.Owners{Answered: true}
 	var named []api.HeldTook
 	var namedBy []pack.Peer
+	unnamed := false
 	for i, rep := range replies {
 		if errs[i] != nil || !rep.OK {
 			o.Answered = false
@@ -576,15 +582,21 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		}
 		o.Superseded = o.Superseded || rep.Superseded
 		o.Released = o.Released || rep.Released
-		if rep.Released && rep.TookKey != "" && rep.Holder.ID != "" {
+		switch {
+		case !rep.Released:
+		case rep.TookKey != "" && rep.Holder.ID != "":
 			named = append(named, api.HeldTook{Key: rep.TookKey})
 			namedBy = append(namedBy, rep.Holder)
+		default:
+			unnamed = true
 		}
 	}
 	if q.Origin {
 		o.Ended = n.workflowEnded(ctx, rec.Pack)
 	}
-	if o.Released && !o.Superseded && !o.Ended && !rec.Forwarded {
+	// A release that names no successor stands (H7): only releases that
+	// all name one are checked with it.
+	if o.Released && !unnamed && !o.Superseded && !o.Ended && !rec.Forwarded {
 		o.Successor = n.askSuccessors(ctx, rec, namedBy, named)
 	}
 	return o

@@ -256,8 +256,10 @@ type Node struct {
 
 	watcher      *heartbeat.Watcher
 	beatsChanged chan struct{}
-	// activityChanged asks for activity.json to be rewritten.
+	// activityChanged asks for activity.json to be rewritten;
+	// activityPasses counts activityLoop's passes (a test reads it).
 	activityChanged chan struct{}
+	activityPasses  atomic.Uint64
 
 	mu    sync.Mutex
 	helds *heldTable // its own lock

@@ -90,13 +90,13 @@ func (a announcement) sameState(b announcement) bool {
 // loadAnnounceEvery is how many AnnounceIntervals a change of the step
 // counts alone (announcement.sameState) waits after the last
 // announcement. Every announcement reaches every peer, which checks its
-// signature (an Ed25519 verification, ~50 µs) and takes it in: a busy
-// node that announced every step start and end at the AnnounceInterval
-// pace cost the mesh more CPU per step than the step's hand-over itself
-// at 40 nodes (issue 14; docs/bench/notes.md, twenty-fifth session).
-// Between announcements, a sender counts the steps it handed a peer
-// itself (noteTaken), and a peer that fills up or frees up announces at
-// once (capacityChanged).
+// signature (an Ed25519 verification, ~50 µs) and takes it in, and a busy
+// node's counts change at every step it starts or ends. Paced, a 40-node
+// sequence made 0.05 announcements a step instead of 0.11, and a 16-node
+// flood ran 4–37 % faster (issue 14; docs/bench/notes.md, twenty-fifth
+// session). Between announcements, a sender counts the steps it handed a
+// peer itself (noteTaken), and a peer that fills up or frees up announces
+// at once (capacityChanged).
 const loadAnnounceEvery = 5
 
 // full reports whether the peer announced that it would refuse a step as

@@ -84,7 +84,8 @@
 //     holder that has not handed its step on, told by a guardian that a
 //     successor released it, drops its work only once that successor
 //     (named by the guardian, node/guard G16) says it took the work, or
-//     when nobody is named (a join or an origin released it), or when
+//     when a releasing guardian names nobody (a join or an origin
+//     released it, or the tombstone is older than the name), or when
 //     the successor stays silent past the restart grace, as before. A
 //     successor that holds nothing and remembers nothing of the work
 //     never took it: the holder goes on, and its next hand-off reaches
