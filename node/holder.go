@@ -572,8 +572,10 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		return api.GuardOwner{Key: rec.GuardKey, Attempt: q.Attempt}
 	}, settleCallTimeout)
 	o := held.Owners{Answered: true}
-	var named []api.HeldTook
-	var namedBy []pack.Peer
+	// The successors named, each with the work it took (one peer takes
+	// one attempt's next work, whichever guardian names it).
+	var named []pack.Peer
+	took := map[string]string{}
 	unnamed := false
 	for i, rep := range replies {
 		if errs[i] != nil || !rep.OK {
@@ -585,8 +587,10 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 		switch {
 		case !rep.Released:
 		case rep.TookKey != "" && rep.Holder.ID != "":
-			named = append(named, api.HeldTook{Key: rep.TookKey})
-			namedBy = append(namedBy, rep.Holder)
+			if _, dup := took[rep.Holder.ID]; !dup {
+				named = append(named, rep.Holder)
+			}
+			took[rep.Holder.ID] = rep.TookKey
 		default:
 			unnamed = true
 		}
@@ -597,7 +601,7 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 	// A release that names no successor stands (H7): only releases that
 	// all name one are checked with it.
 	if o.Released && !unnamed && !o.Superseded && !o.Ended && !rec.Forwarded {
-		o.Successor = n.askSuccessors(ctx, rec, namedBy, named)
+		o.Successor = n.askSuccessors(ctx, rec, named, took)
 	}
 	return o
 }
@@ -607,22 +611,15 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 // up their answers for the holder machine (node/held H7): any that took
 // it decides; every one that never took it says the release was of a
 // refused hand-over; otherwise unknown. With nobody named, the release
-// stands (unnamed).
-func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Peer, qs []api.HeldTook) held.SuccessorSaid {
-	if len(qs) == 0 {
+// stands (unnamed). to are the successors, took the work each took (by
+// peer ID).
+func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Peer, took map[string]string) held.SuccessorSaid {
+	if len(to) == 0 {
 		return held.SuccessorUnnamed
 	}
-	replies := make([]api.GuardReply, len(qs))
-	errs := make([]error, len(qs))
-	var wg sync.WaitGroup
-	for i := range qs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = n.guardCallErr(ctx, to[i], qs[i], settleCallTimeout)
-		}()
-	}
-	wg.Wait()
+	replies, errs := n.guardCallAll(ctx, to, func(p pack.Peer) api.GuardRequest {
+		return api.HeldTook{Key: took[p.ID]}
+	}, settleCallTimeout)
 	never := 0
 	for i, rep := range replies {
 		switch {
@@ -634,8 +631,8 @@ func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Pe
 			never++
 		}
 	}
-	if never == len(qs) {
-		n.log.Warn("resuming held pack: a guardian was released by a successor that never took the work (it refused the hand-over); going on", "key", rec.Key, "successors", len(qs))
+	if never == len(to) {
+		n.log.Warn("resuming held pack: a guardian was released by a successor that never took the work (it refused the hand-over); going on", "key", rec.Key, "successors", len(to))
 		return held.SuccessorNeverTook
 	}
 	return held.SuccessorUnknown

@@ -239,7 +239,8 @@ func TestPullViewAsksAConnectedPeer(t *testing.T) {
 
 // announcingNode is choiceNode with presence on a real gossipsub topic
 // (a mesh of one) and its announce loop running: no early
-// announcements, an AnnounceInterval of interval and a refresh far off.
+// announcements, an AnnounceInterval of interval and a refresh far off;
+// it returns once the loop made its first announcement.
 func announcingNode(t *testing.T, interval time.Duration) *Node {
 	n := choiceNode(t, 0)
 	n.cfg.AnnounceInterval = interval
@@ -262,6 +263,7 @@ func announcingNode(t *testing.T, interval time.Duration) *Node {
 	p.early = nil
 	n.pres = p
 	n.spawn(p.announceLoop)
+	waitUntil(t, "the first announcement", func() bool { return p.announcedN.Load() >= 1 })
 	return n
 }
 
@@ -285,7 +287,6 @@ func TestAnnounceLoopWakesForChangesOnly(t *testing.T) {
 	const interval = 10 * time.Millisecond
 	n := announcingNode(t, interval)
 	p := n.pres
-	waitUntil(t, "the first announcement", func() bool { return p.seq.Load() >= 1 })
 	checks, seq := p.checks.Load(), p.seq.Load()
 
 	// Idle: thirty AnnounceIntervals pass without a check. (A loop that
@@ -327,7 +328,6 @@ func TestAnnounceLoopChecksAtMostOnceAnInterval(t *testing.T) {
 	const interval = 300 * time.Millisecond
 	n := announcingNode(t, interval)
 	p := n.pres
-	waitUntil(t, "the first announcement", func() bool { return p.seq.Load() >= 1 })
 	checks, first := p.checks.Load(), p.lastCheck.Load()
 	for range 5 {
 		n.running.Add(1)
@@ -387,7 +387,6 @@ func TestAnnounceLoopPacesStepCounts(t *testing.T) {
 	const interval = 400 * time.Millisecond
 	n := announcingNode(t, interval)
 	p := n.pres
-	waitUntil(t, "the first announcement", func() bool { return p.announcedN.Load() >= 1 })
 	count, last := p.announcedN.Load(), p.lastAnnounced.Load()
 
 	n.running.Add(1) // a step starts: the queue changes, nothing else
