@@ -189,10 +189,16 @@ func (c *beatConn) close() {
 // interval, never flooding a slow stream) on c's long-lived stream,
 // reopened after errors; a failed beat is not an error, the next one
 // tries again. It leaves the stream open when ctx ends (beatConn).
+//
+// Every frame lists the held work the peer guards (beatKeysFrame): a
+// guardian keeping a copy released by a successor lets go of it once its
+// holder no longer lists it (node/guard G17). When the peer stops being a
+// target, one last frame says so (most often: nothing listed).
 func (n *Node) beatTo(ctx context.Context, c *beatConn) {
-	frame := []byte{1}
 	interval := n.cfg.Heartbeat.Interval
+	target := c.id.String()
 	send := func() error { // c.s is used only here while the Beater runs
+		frame := n.beatKeysFrame(target)
 		if c.s == nil {
 			octx, cancel := context.WithTimeout(ctx, interval*4)
 			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeat))
@@ -220,6 +226,13 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	}
 	<-ctx.Done()
 	b.Stop()
+	if c.s != nil && n.ctx.Err() == nil {
+		_ = c.s.SetWriteDeadline(time.Now().Add(interval))
+		if err := pack.WriteFrame(c.s, n.beatKeysFrame(target)); err != nil {
+			_ = c.s.Reset()
+			c.s = nil
+		}
+	}
 }
 
 // serveBeat feeds every frame on a beat stream to the failure detector.
@@ -228,12 +241,14 @@ func (n *Node) serveBeat(s network.Stream) {
 	defer s.Reset()
 	for {
 		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
-		if _, err := pack.ReadFrame(s, 16); err != nil {
+		frame, err := pack.ReadFrame(s, maxBeatFrame)
+		if err != nil {
 			return
 		}
 		if !n.watcher.Beat(from) && n.takeFirstBeat(from) {
 			n.startWatch(from)
 		}
+		n.holderListed(from, frame)
 	}
 }
 
@@ -467,7 +482,7 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 	// acked but not registered yet; it is asked about next time.
 	settled := time.Now().Add(-n.cfg.FirstBeatTimeout)
 	for _, g := range n.guards.holding(hid) {
-		if c := g.Copy(); c.Since.Before(settled) {
+		if c := g.Watched(); c.Since.Before(settled) {
 			copies = append(copies, copyRef{c.Key, c.Attempt})
 		}
 	}

@@ -47,9 +47,60 @@ type guardSlot struct {
 }
 
 // guardTable is every step key this peer guards or remembers released.
-type guardTable struct{ t table[*guardSlot] }
+type guardTable struct {
+	t table[*guardSlot]
+	// pending indexes the pending copies (node/guard G17) by holder, so
+	// that a beat's list of held keys is checked against them without
+	// reading every guard.
+	pmu     sync.Mutex
+	pending map[string]map[string]struct{}
+}
 
-func newGuardTable() *guardTable { return &guardTable{t: newTable[*guardSlot]()} }
+func newGuardTable() *guardTable {
+	return &guardTable{t: newTable[*guardSlot](), pending: map[string]map[string]struct{}{}}
+}
+
+// indexPending updates the pending index for key, whose machine goes from
+// before to after.
+func (t *guardTable) indexPending(key string, before, after *guard.Guard) {
+	b, a := before.Pending(), after.Pending()
+	if b == a {
+		return
+	}
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if b != nil {
+		if keys := t.pending[b.Holder.ID]; keys != nil {
+			delete(keys, key)
+			if len(keys) == 0 {
+				delete(t.pending, b.Holder.ID)
+			}
+		}
+	}
+	if a != nil {
+		keys := t.pending[a.Holder.ID]
+		if keys == nil {
+			keys = map[string]struct{}{}
+			t.pending[a.Holder.ID] = keys
+		}
+		keys[key] = struct{}{}
+	}
+}
+
+// pendingOf returns the keys of the pending copies of holder's work.
+func (t *guardTable) pendingOf(holder string) []string {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	keys := t.pending[holder]
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(keys))
+	for k := range keys {
+		out = append(out, k)
+	}
+	return out
+}
 
 // slot returns key's slot, creating an empty one.
 func (t *guardTable) slot(key string) *guardSlot {
@@ -77,6 +128,7 @@ func (t *guardTable) locked(key string) *guardSlot {
 // commit makes m, written to the journal, key's machine; a machine left
 // empty leaves the table. s's lock is held.
 func (t *guardTable) commit(key string, s *guardSlot, m *guard.Guard) {
+	t.indexPending(key, s.cur.Load(), m)
 	s.cur.Store(m)
 	if m.Empty() {
 		s.dead = true
@@ -224,6 +276,16 @@ func guardWrite(m *guard.Guard, p guard.Persist) func(*journal.Tx) error {
 		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketReleased, key) }
 	case guard.PersistDelete:
 		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketOutbox, key) }
+	case guard.PersistRestore:
+		// One transaction: the copy is live again and nothing moved on
+		// (G17: the successor never took the work).
+		value := rpc.MustCBOR(m.Copy())
+		return func(tx *journal.Tx) error {
+			if err := tx.Put(journal.BucketOutbox, key, value); err != nil {
+				return err
+			}
+			return tx.Delete(journal.BucketReleased, key)
+		}
 	}
 	return nil
 }
@@ -269,6 +331,9 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 	}
 	if rd.RecruitBackup {
 		n.spawn(func(ctx context.Context) { n.recruitBackup(ctx, key) })
+	}
+	if q := rd.AskSuccessor; q != nil {
+		n.spawn(func(ctx context.Context) { n.askTook(ctx, key, *q) })
 	}
 }
 
@@ -993,13 +1058,34 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 	// question and the re-route's notice (G7) cannot start a second chain.
 	q := api.GuardStatus{Key: key, Rerouting: true, Holder: c.Holder.ID, Attempt: c.Attempt}
 	replies, errs := n.guardCallAll(ctx, peers, func(pack.Peer) api.GuardRequest { return q }, settleCallTimeout)
+	// Released by a named successor at this very attempt: moved on only if
+	// that successor does not say it never took the work (node/guard G17).
+	var successors []pack.Peer
+	took := map[string]string{}
 	for i, rep := range replies {
 		if errs[i] != nil {
 			n.freshConn(ctx, peers[i])
 			continue
 		}
 		reached = true
-		if rep.Known && rep.Released && rep.Attempt >= c.Attempt {
+		switch {
+		case !rep.Known || !rep.Released || rep.Attempt < c.Attempt:
+		case rep.Attempt == c.Attempt && rep.Holder.ID != "" && rep.TookKey != "":
+			if _, ok := took[rep.Holder.ID]; !ok {
+				successors = append(successors, rep.Holder)
+				took[rep.Holder.ID] = rep.TookKey
+			}
+		default:
+			movedOn = true
+		}
+	}
+	if !movedOn && len(successors) > 0 {
+		replies, errs := n.guardCallAll(ctx, successors, func(p pack.Peer) api.GuardRequest { return api.HeldTook{Key: took[p.ID]} }, settleCallTimeout)
+		for i, rep := range replies {
+			if errs[i] == nil && rep.OK && rep.NeverTook {
+				n.log.Info("a co-guardian was released by a successor that never took the work", "key", key, "successor", rpc.ShortIDString(successors[i].ID))
+				continue
+			}
 			movedOn = true
 		}
 	}

@@ -257,7 +257,7 @@ func handoffEvent(p *pack.Pack, target fmt.Stringer, start time.Time, err error,
 type metricsCollector struct {
 	n *Node
 
-	stepsRunning, stepsQueued, slotsFree, heldPacks, guardCopies, joinCopies, originsRunning, draining, peers, breakers *prometheus.Desc
+	stepsRunning, stepsQueued, slotsFree, heldPacks, guardCopies, guardPending, joinCopies, originsRunning, draining, peers, breakers *prometheus.Desc
 }
 
 type heldCounts struct{ held, origins int }
@@ -273,6 +273,7 @@ func newMetricsCollector(n *Node) *metricsCollector {
 		slotsFree:      d("bedwe_step_slots_free", "Execution slots free on this node now (of --max-concurrent)."),
 		heldPacks:      d("bedwe_held_packs", "Packs this node holds: acknowledged, to run or move on."),
 		guardCopies:    d("bedwe_guard_copies", "Copies of handed-off packs this node keeps as guardian."),
+		guardPending:   d("bedwe_guard_pending_copies", "Guard copies released by a successor and kept until the release is confirmed (node/guard G17)."),
 		joinCopies:     d("bedwe_join_copies", "Pending joins this node holds a copy of, by role: acting (it acts for the join) or replica.", "role"),
 		originsRunning: d("bedwe_origin_workflows_running", "Running workflows this node is the origin of."),
 		draining:       d("bedwe_draining", "1 while this node drains before its zone's power cut, else 0."),
@@ -283,7 +284,7 @@ func newMetricsCollector(n *Node) *metricsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.stepsRunning, c.stepsQueued, c.slotsFree, c.heldPacks, c.guardCopies, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers} {
+	for _, d := range []*prometheus.Desc{c.stepsRunning, c.stepsQueued, c.slotsFree, c.heldPacks, c.guardCopies, c.guardPending, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers} {
 		ch <- d
 	}
 }
@@ -309,13 +310,17 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.originsRunning, float64(counts.origins))
 
 	// The tables' locks guard their maps only (no I/O under them).
-	copies := 0
+	copies, pending := 0, 0
 	for _, g := range n.guards.all() {
 		if g.Copy() != nil {
 			copies++
 		}
+		if g.Pending() != nil {
+			pending++
+		}
 	}
 	gauge(c.guardCopies, float64(copies))
+	gauge(c.guardPending, float64(pending))
 	acting, replica := 0, 0
 	for _, jc := range n.joins.all() {
 		jc.view(func(m *join.Join) {

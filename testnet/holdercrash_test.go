@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +83,47 @@ func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
 	}
 }
 
+// TestSenderKilledForGoodAfterARefusedHandOverIsRerouted is node/guard
+// G17 on real processes (reliability-core "Left undone" 19): b's receiver
+// settles its hand-over, so the guardians of c record its release, and
+// refuses it as unsettled all the same (node.FailpointRefuseSettled); c's
+// holder, the sender, is SIGKILLed at that refusal
+// (node.FailpointKillAfterUnsettled) and never comes back. The guardians
+// kept their copies as pending, ask the receiver once the holder is
+// silent, hear that it never took b, and re-route c: the workflow
+// succeeds, c runs again (its holder died before handing it on), a and b
+// run once. Before G17 the guardians had dropped their copies with the
+// release, and the workflow stayed running with nobody holding it.
+func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
+	dir := t.TempDir()
+	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
+	t.Setenv(node.FailpointRefuseSettled, "b:"+refused)
+	t.Setenv(node.FailpointKillAfterUnsettled, "b:"+killed)
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4,})
+	st := submitAt0(t, m, "a c b")
+
+	victim := firedOn(t, m, killed, "the holder of c was never killed after b's hand-over was refused")
+	receiver := firedOn(t, m, refused, "b's hand-over was never refused after it settled")
+	if err := m.Kill(victim, syscall.SIGKILL); err != nil { // waits until it is gone; never restarted
+		t.Fatal(err)
+	}
+	var ask []int
+	for i := range m.Nodes {
+		if i != victim {
+			ask = append(ask, i)
+		}
+	}
+	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("the holder of c (node %d) was killed for good after node %d refused b's settled hand-over", victim, receiver))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("node %d refused b's hand-over after settling it; node %d, c's holder, killed for good; runs: %v", receiver, victim, runs)
+	if runs["a"] != 1 || runs["b"] != 1 {
+		t.Errorf("a ran %d times and b %d times, want each once", runs["a"], runs["b"])
+	}
+	if runs["c"] != 2 {
+		t.Errorf("c ran %d times, want twice (its holder died before handing it on, and it was re-routed)", runs["c"])
+	}
+}
+
 // TestHolderKilledAfterItsHandOffWasTakenDropsIt is the other side of
 // node/held H7: the holder of a quick step (qk: not at-most-once, its
 // outcome journaled only with its hand-on, H4) is SIGKILLed right after
@@ -154,9 +196,18 @@ func restartKilled(t *testing.T, m *testnet.Manifest, i int) {
 // fails unless it succeeded; after says what happened to it.
 func awaitSucceeded(t *testing.T, m *testnet.Manifest, id, after string) {
 	t.Helper()
+	awaitSucceededAt(t, m, []int{0}, id, after)
+}
+
+// awaitSucceededAt is awaitSucceeded asking the nodes ask in turn (a node
+// that keeps no copy of the workflow's record asks its origin, which may
+// be gone).
+func awaitSucceededAt(t *testing.T, m *testnet.Manifest, ask []int, id, after string) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out, _, code := bedwe(t, "", "result", id, "--testnet", m.Dir, "--node", "0", "-o", "json")
+	for try := 0; ; try++ {
+		i := ask[try%len(ask)]
+		out, _, code := bedwe(t, "", "result", id, "--testnet", m.Dir, "--node", strconv.Itoa(i), "-o", "json")
 		if code == 0 || code == 2 {
 			var final api.Status
 			if err := json.Unmarshal([]byte(out), &final); err != nil {

@@ -188,6 +188,27 @@
 //     "moved on" alone, it made a restarted holder drop work nobody held
 //     (reliability-core "Left undone" 18); the holder now asks the
 //     successor first (node/held H7). testdata/owner-successor.txt.
+//   - G17 (a successor's release is confirmed before the copy goes): a
+//     live copy released by a named successor (By and ByKey set) is kept
+//     beside the tombstone as pending ([Guard.Pending], in memory only)
+//     and its holder stays watched, until the holder is seen without the
+//     work ([HolderLetGo]: its beats no longer list the key, or it says
+//     it moved on) or the successor says it took it ([SuccessorTook]).
+//     A holder that goes silent first gets the successor asked
+//     (Ready.AskSuccessor): took it, the copy goes; never took it (it
+//     refused the hand-over after its release was recorded), the copy is
+//     live again and re-routed as a silent holder's (a backup's asks the
+//     primary first, and a primary that answers "released" within
+//     [SuccessorGrace] of that is asked again later: its own copy may be
+//     pending on the same release); no answer within
+//     [SuccessorGrace], the copy goes as before G17. A co-guardian asked
+//     before a re-route ([Rerouting]) names the successor and the work of
+//     its tombstone (Reply.Holder, TookKey), so that the asker counts
+//     "released by that successor" as moved on only if the successor
+//     does not say it never took the work (node: askCoGuardians). Before, the copy went with the release: a sender whose
+//     receiver refused the hand-over as unsettled, and that was then
+//     killed for good, left nobody to re-route its step
+//     (reliability-core "Left undone" 19). testdata/pending.txt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -241,6 +262,9 @@ type Record struct {
 	// holder stored while taking the hand-over, so a holder that never
 	// took it withdraws it (G10), as from any backup.
 	StoodIn bool `cbor:"10,keyasint,omitempty"`
+	// RestoredAt: when this copy was live again after its release, the
+	// successor having said it never took the work (G17).
+	RestoredAt time.Time `cbor:"11,keyasint,omitempty"`
 }
 
 // otherGuardians are the peers told when this copy's attempt is re-routed
@@ -292,7 +316,19 @@ type Guard struct {
 	// of the tombstone's attempt (G8), for G14. Not persisted: after a
 	// restart a yield applies as before G14.
 	refused refusedSuccessors
+	// pending is the copy a named successor released, kept until the
+	// release is confirmed (G17). Not persisted: a restarted guardian
+	// keeps only the tombstone, as before G17.
+	pending *Record
+	// askedTook: the successor was asked about pending since (zero: not
+	// asked yet).
+	askedTook time.Time
 }
+
+// SuccessorGrace is how long a guardian waits for the successor named by
+// a pending copy's release to say whether it took the work, once the
+// holder went silent, before it drops the copy as before G17.
+const SuccessorGrace = time.Minute
 
 // refusedSuccessors are the receivers a tombstone of attempt refused,
 // naming its first successor (G8).
@@ -343,6 +379,7 @@ func (g *Guard) Clone() *Guard {
 	if g.copy != nil {
 		c.copy = g.copy.clone()
 	}
+	// pending is never changed in place: shared.
 	if g.mark != nil {
 		m := *g.mark
 		c.mark = &m
@@ -360,11 +397,28 @@ func (g *Guard) Copy() *Record { return g.copy }
 // Mark returns the release tombstone (nil when there is none).
 func (g *Guard) Mark() *Mark { return g.mark }
 
-// Empty reports whether the guard holds neither a copy nor a tombstone.
-func (g *Guard) Empty() bool { return g.copy == nil && g.mark == nil }
+// Pending returns the copy released by a successor that has not been
+// confirmed yet (G17; nil when there is none). Do not modify it.
+func (g *Guard) Pending() *Record { return g.pending }
 
-// Holds reports whether the live copy is of work held by holder.
-func (g *Guard) Holds(holder string) bool { return g.copy != nil && g.copy.Holder.ID == holder }
+// Watched returns the copy whose holder this guard watches: the live copy,
+// else the pending one (nil when there is neither).
+func (g *Guard) Watched() *Record {
+	if g.copy != nil {
+		return g.copy
+	}
+	return g.pending
+}
+
+// Empty reports whether the guard holds neither a copy nor a tombstone.
+func (g *Guard) Empty() bool { return g.copy == nil && g.mark == nil && g.pending == nil }
+
+// Holds reports whether the live copy, or the pending one (G17), is of
+// work held by holder: its silence concerns this guard.
+func (g *Guard) Holds(holder string) bool {
+	r := g.Watched()
+	return r != nil && r.Holder.ID == holder
+}
 
 // Persist says what to write before anything else is done.
 type Persist uint8
@@ -382,6 +436,9 @@ const (
 	// PersistDelete deletes the live copy and leaves the tombstone as it
 	// is (G11: a copy withdrawn by a holder that never took the step).
 	PersistDelete
+	// PersistRestore writes the live copy and deletes the tombstone, in one
+	// transaction (G17: the successor never took the work).
+	PersistRestore
 )
 
 // Reply is the answer to the request that stepped the guard (or to a
@@ -457,6 +514,20 @@ type Ready struct {
 	RecruitBackup    bool
 	// AddWatcher: ask this holder to beat to this guardian at the attempt.
 	AddWatcher *Notice
+	// AskSuccessor: ask the successor that released the pending copy
+	// whether it took the work, and step SuccessorTook (G17).
+	AskSuccessor *AskTook
+}
+
+// AskTook asks Successor whether it took Key (its held key), the work it
+// released Holder's Attempt for.
+type AskTook struct {
+	Successor pack.Peer
+	Key       string
+	Holder    string
+	Attempt   int
+	// Again: asked before without an answer; wait a while first.
+	Again bool
 }
 
 // Event is something that happened to a guard.
@@ -631,6 +702,38 @@ type ChainSuperseded struct {
 	Attempt int
 }
 
+// HolderLetGo: Holder no longer holds the step (its beats do not list
+// the key): a pending copy of its work is dropped (G17).
+type HolderLetGo struct {
+	Holder string
+}
+
+// Took is what a successor said of the work it released a step for.
+type Took uint8
+
+// What a successor can say.
+const (
+	// TookUnknown: no answer, or it is still taking the work.
+	TookUnknown Took = iota
+	// TookKnown: it holds the work, or ran it and handed it on.
+	TookKnown
+	// TookNever: it holds nothing and remembers nothing of the work.
+	TookNever
+)
+
+// SuccessorTook: Successor, asked (Ready.AskSuccessor) about Holder's
+// Attempt, answered Said; At is when.
+type SuccessorTook struct {
+	Successor string
+	Holder    string
+	Attempt   int
+	Said      Took
+	Why       string
+	At        time.Time
+}
+
+func (HolderLetGo) isEvent()     {}
+func (SuccessorTook) isEvent()   {}
 func (Store) isEvent()           {}
 func (Release) isEvent()         {}
 func (MovedOn) isEvent()         {}
@@ -696,12 +799,104 @@ func (g *Guard) Owner(from string, attempt int) Reply {
 
 // Step applies one event and returns what the node must do.
 func (g *Guard) Step(ev Event) Ready {
+	rd := g.step(ev)
+	g.keepPending(&rd)
+	return rd
+}
+
+// keepPending drops a pending copy (G17) that nothing backs any more: a
+// live copy is back (a newer attempt stored, or the copy restored), or the
+// tombstone it was kept beside is gone, re-routed or of another attempt.
+func (g *Guard) keepPending(rd *Ready) {
+	p := g.pending
+	if p == nil {
+		return
+	}
+	if g.copy == nil && g.mark != nil && g.mark.Attempt == p.Attempt && !g.mark.Rerouted && g.mark.By != "" {
+		return
+	}
+	g.pending, g.askedTook = nil, time.Time{}
+	if !slices.Contains(rd.Unwatch, p.Holder.ID) {
+		rd.Unwatch = append(rd.Unwatch, p.Holder.ID)
+	}
+}
+
+// dropPending drops the pending copy: its release is confirmed.
+func (g *Guard) dropPending() Ready {
+	h := g.pending.Holder.ID
+	g.pending, g.askedTook = nil, time.Time{}
+	return Ready{Unwatch: []string{h}, Dropped: true}
+}
+
+// askSuccessor asks the successor that released the pending copy whether
+// it took the work.
+func (g *Guard) askSuccessor() Ready {
+	return Ready{AskSuccessor: &AskTook{Successor: pack.Peer{ID: g.mark.By}, Key: g.mark.ByKey, Holder: g.pending.Holder.ID, Attempt: g.pending.Attempt}}
+}
+
+// silent is what a silent holder's live copy asks for: a backup asks the
+// primary first (G3), a primary re-routes.
+func (g *Guard) silent(why string) Ready {
+	if g.copy.Role == RoleBackup {
+		return Ready{AskPrimary: &Ask{Primary: g.copy.Primary, Silent: g.copy.Holder.ID, Attempt: g.copy.Attempt, Why: why}}
+	}
+	return Ready{Reroute: g.order(why)}
+}
+
+// successorTook applies what the successor of a pending copy said (G17).
+func (g *Guard) successorTook(e SuccessorTook) Ready {
+	p := g.pending
+	if p == nil || p.Holder.ID != e.Holder || p.Attempt != e.Attempt {
+		return Ready{}
+	}
+	if e.Successor != g.mark.By {
+		// The tombstone names another successor since (a yield, G8):
+		// ask that one.
+		return g.askSuccessor()
+	}
+	switch e.Said {
+	case TookKnown:
+		return g.dropPending()
+	case TookNever:
+		// The successor refused the hand-over after its release was
+		// recorded, and the holder is silent: nobody else holds the work.
+		// The copy is live again (the tombstone goes: nothing moved on)
+		// and handled as a silent holder's.
+		g.copy, g.pending, g.mark, g.askedTook = p.clone(), nil, nil, time.Time{}
+		g.copy.RestoredAt = e.At
+		rd := g.silent(e.Why)
+		rd.Persist = PersistRestore
+		return rd
+	}
+	if g.askedTook.IsZero() {
+		g.askedTook = e.At
+	}
+	if e.At.Sub(g.askedTook) >= SuccessorGrace {
+		// No answer for so long: dropped, as a release did before G17.
+		return g.dropPending()
+	}
+	rd := g.askSuccessor()
+	rd.AskSuccessor.Again = true
+	return rd
+}
+
+func (g *Guard) step(ev Event) Ready {
 	switch e := ev.(type) {
+	case HolderLetGo:
+		if g.pending == nil || g.pending.Holder.ID != e.Holder {
+			return Ready{}
+		}
+		return g.dropPending()
+	case SuccessorTook:
+		return g.successorTook(e)
 	case Store:
 		return g.store(e)
 	case Release:
 		return g.release(e)
 	case MovedOn:
+		if p := g.pending; g.copy == nil && p != nil && p.Holder.ID == e.Holder && p.Attempt == e.Attempt {
+			return g.dropPending()
+		}
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{}
 		}
@@ -709,13 +904,14 @@ func (g *Guard) Step(ev Event) Ready {
 		rd.Dropped = true
 		return rd
 	case Silent:
+		if p := g.pending; g.copy == nil && p != nil && p.Holder.ID == e.Holder {
+			// G17: did the successor take the work before the holder went?
+			return g.askSuccessor()
+		}
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.rerouting {
 			return Ready{}
 		}
-		if g.copy.Role == RoleBackup {
-			return Ready{AskPrimary: &Ask{Primary: g.copy.Primary, Silent: e.Holder, Attempt: g.copy.Attempt, Why: e.Why}}
-		}
-		return Ready{Reroute: g.order(e.Why)}
+		return g.silent(e.Why)
 	case Handback:
 		if g.copy == nil || g.copy.Holder.ID != e.From || g.copy.Attempt != e.Attempt {
 			return Ready{Reply: &Reply{Error: "no guard copy of " + g.key + " held by that peer at that attempt"}}
@@ -802,6 +998,10 @@ func (g *Guard) Step(ev Event) Ready {
 		return rd
 	case Rerouting:
 		r := g.Status()
+		if m := g.mark; g.copy == nil && m != nil && !m.Rerouted && m.By != "" && m.ByKey != "" {
+			// G17: released by a successor; the asker checks with it.
+			r.Holder, r.TookKey = pack.Peer{ID: m.By}, m.ByKey
+		}
 		if g.copy != nil && g.copy.Holder.ID == e.Holder && g.copy.Attempt == e.Attempt && !g.rerouting {
 			g.asked = askedReroute{by: e.From, attempt: e.Attempt, until: e.At.Add(ReroutingHold)}
 		}
@@ -853,6 +1053,14 @@ func (g *Guard) store(e Store) Ready {
 }
 
 func (g *Guard) release(e Release) Ready {
+	if p := g.pending; p != nil && e.Rerouted && !e.Probe && e.Attempt >= p.Attempt {
+		// G7 over G17: the primary re-routed the attempt; its chain goes
+		// on, and this copy must not start another.
+		g.pending, g.askedTook = nil, time.Time{}
+		rd := g.release(e)
+		rd.Unwatch = append(rd.Unwatch, p.Holder.ID)
+		return rd
+	}
 	if e.Yield != "" {
 		if g.copy == nil && g.mark != nil && g.mark.Attempt == e.Attempt && !g.mark.Rerouted && g.mark.By == e.Yield && e.By != "" {
 			if g.refused.has(e.Attempt, e.By) && e.Yield < e.By {
@@ -917,10 +1125,20 @@ func (g *Guard) release(e Release) Ready {
 		}
 	}
 	raised := g.mark == nil || g.mark.Attempt < e.Attempt
+	var pending *Record
+	if c := g.copy; c != nil && raised && c.Attempt == e.Attempt && !e.Rerouted && e.By != "" && e.ByKey != "" {
+		pending = c
+	}
 	rd := g.forget(e.Attempt, e.At)
 	if raised {
 		g.mark.Rerouted = e.Rerouted
 		g.mark.By, g.mark.ByKey = e.By, e.ByKey
+	}
+	if pending != nil {
+		// G17: kept, and its holder watched, until the release is
+		// confirmed.
+		g.pending, g.askedTook = pending, time.Time{}
+		rd.Unwatch = nil
 	}
 	rd.Reply = &Reply{OK: true}
 	return rd
@@ -975,6 +1193,13 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		// this backup acts (G3).
 		g.copy.Role, g.copy.StoodIn = RolePrimary, true
 		return Ready{Persist: PersistSave, Reroute: g.order(e.Why)}
+	case r.Released && !g.copy.RestoredAt.IsZero() && e.At.Sub(g.copy.RestoredAt) < SuccessorGrace:
+		// G17: this copy is live again because the successor never took
+		// the work; the primary's release may be that very release, not
+		// confirmed yet. The primary decides once it sees the holder
+		// silent (it asks the successor too); watch the holder again and
+		// ask again.
+		return Ready{Watch: []pack.Peer{g.copy.Holder}}
 	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)
 	case r.Attempt < g.copy.Attempt:

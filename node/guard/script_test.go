@@ -77,6 +77,11 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Rerouting{From: a["from"], Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "chain-superseded":
 		ev = ChainSuperseded{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
+	case "let-go":
+		ev = HolderLetGo{Holder: a["holder"]}
+	case "took":
+		said := map[string]Took{"known": TookKnown, "never": TookNever, "unknown": TookUnknown}[a["said"]]
+		ev = SuccessorTook{Successor: a["successor"], Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Said: said, Why: "successor never took it", At: clock(t, a)}
 	case "newer-attempt":
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
@@ -128,7 +133,7 @@ func reply(r Reply) string {
 	return strings.Join(parts, " ")
 }
 
-var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete"}
+var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete", PersistRestore: "restore"}
 
 func ready(r Ready) string {
 	var parts []string
@@ -169,6 +174,13 @@ func ready(r Ready) string {
 	if r.RecruitBackup {
 		parts = append(parts, "recruit-backup")
 	}
+	if q := r.AskSuccessor; q != nil {
+		again := ""
+		if q.Again {
+			again = " again"
+		}
+		parts = append(parts, fmt.Sprintf("ask-successor(%s took %s, for %s@%d%s)", q.Successor.ID, q.Key, q.Holder, q.Attempt, again))
+	}
 	if r.AddWatcher != nil {
 		parts = append(parts, fmt.Sprintf("add-watcher=%s@%d", r.AddWatcher.Peer.ID, r.AddWatcher.Attempt))
 	}
@@ -202,6 +214,9 @@ func state(g *Guard) string {
 			}
 			s += ")"
 		}
+	}
+	if p := g.Pending(); p != nil {
+		s += fmt.Sprintf(" pending(%s holder=%s attempt=%d)", p.Role, p.Holder.ID, p.Attempt)
 	}
 	if g.rerouting {
 		s += " rerouting"
