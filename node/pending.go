@@ -38,12 +38,13 @@ const (
 )
 
 // beatKeysFrame is the beat frame for guardian id: the guard keys of the
-// work this peer holds that id guards.
+// work this peer holds and beats for (held.Holder.Beats: from the moment
+// the step may run until its guardians are released) that id guards.
 func (n *Node) beatKeysFrame(id string) []byte {
 	var keys []string
 	for _, s := range n.helds.all() {
 		m := s.view()
-		if slices.ContainsFunc(m.Guardians(), func(g pack.Peer) bool { return g.ID == id }) {
+		if m.Beats() && slices.ContainsFunc(m.Guardians(), func(g pack.Peer) bool { return g.ID == id }) {
 			keys = append(keys, m.Record().GuardKey)
 		}
 	}
