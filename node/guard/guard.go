@@ -205,10 +205,11 @@
 //     before a re-route ([Rerouting]) names the successor and the work of
 //     its tombstone (Reply.Holder, TookKey), so that the asker counts
 //     "released by that successor" as moved on only if the successor
-//     does not say it never took the work (node: askCoGuardians). Before, the copy went with the release: a sender whose
-//     receiver refused the hand-over as unsettled, and that was then
-//     killed for good, left nobody to re-route its step
-//     (reliability-core "Left undone" 19). testdata/pending.txt.
+//     does not say it never took the work (node: askCoGuardians).
+//     Before, the copy went with the release: a sender whose receiver
+//     refused the hand-over as unsettled, and that was then killed for
+//     good, left nobody to re-route its step (reliability-core "Left
+//     undone" 19). testdata/pending.txt, testdata/pending-backup.txt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
