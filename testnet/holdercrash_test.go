@@ -99,7 +99,7 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
 	t.Setenv(node.FailpointRefuseSettled, "b:"+refused)
 	t.Setenv(node.FailpointKillAfterUnsettled, "b:"+killed)
-	m := up(t, testnet.Options{Nodes: 4, Zones: 4,})
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4})
 	st := submitAt0(t, m, "a c b")
 
 	victim := firedOn(t, m, killed, "the holder of c was never killed after b's hand-over was refused")
