@@ -331,6 +331,14 @@ type Guard struct {
 // holder went silent, before it drops the copy as before G17.
 const SuccessorGrace = time.Minute
 
+// NeverTookTrust is how old a release may be for its successor's "never
+// took the work" to be believed (G17): a successor remembers work it
+// handed on for 30 minutes (node: handedOnMemory), and a refused hand-over is
+// tried again within seconds, so an answer about an older release is
+// read as no answer — the copy goes, as before G17, rather than start a
+// second chain from a forgotten hand-on.
+const NeverTookTrust = 10 * time.Minute
+
 // refusedSuccessors are the receivers a tombstone of attempt refused,
 // naming its first successor (G8).
 type refusedSuccessors struct {
@@ -859,6 +867,9 @@ func (g *Guard) successorTook(e SuccessorTook) Ready {
 	case TookKnown:
 		return g.dropPending()
 	case TookNever:
+		if e.At.Sub(g.mark.At) > NeverTookTrust {
+			return g.dropPending()
+		}
 		// The successor refused the hand-over after its release was
 		// recorded, and the holder is silent: nobody else holds the work.
 		// The copy is live again (the tombstone goes: nothing moved on)
