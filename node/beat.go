@@ -198,10 +198,9 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	interval := n.cfg.Heartbeat.Interval
 	target := c.id.String()
 	send := func() error { // c.s is used only here while the Beater runs
-		frame := n.beatKeysFrame(target)
 		if c.s == nil {
 			octx, cancel := context.WithTimeout(ctx, interval*4)
-			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeat))
+			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeatKeys), protocol.ID(api.ProtoBeat))
 			cancel()
 			if err != nil {
 				return nil
@@ -209,7 +208,7 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 			c.s = st
 		}
 		_ = c.s.SetWriteDeadline(time.Now().Add(interval * 4))
-		if err := pack.WriteFrame(c.s, frame); err != nil {
+		if err := pack.WriteFrame(c.s, n.beatFrame(c.s, target)); err != nil {
 			_ = c.s.Reset()
 			c.s = nil
 			return nil
@@ -228,7 +227,7 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	b.Stop()
 	if c.s != nil && n.ctx.Err() == nil {
 		_ = c.s.SetWriteDeadline(time.Now().Add(interval))
-		if err := pack.WriteFrame(c.s, n.beatKeysFrame(target)); err != nil {
+		if err := pack.WriteFrame(c.s, n.beatFrame(c.s, target)); err != nil {
 			_ = c.s.Reset()
 			c.s = nil
 		}

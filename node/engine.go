@@ -39,6 +39,7 @@ func (n *Node) registerProtocols() {
 	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
 	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
+	n.host.SetStreamHandler(protocol.ID(api.ProtoBeatKeys), n.serveBeat)
 }
 
 // handleHandoff accepts a pack from a sender: it checks the pack, checks that

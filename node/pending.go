@@ -6,6 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -25,17 +28,28 @@ import (
 //     work (askTook): took it, the copy goes; never took it, the copy is
 //     live again and re-routed.
 
-// Beat frames. A holder's beat frame lists the keys of the held work the
-// guardian it beats to guards (beatKeysFrame); the first byte says which
-// kind of frame it is.
+// Beat frames. On api.ProtoBeatKeys a holder's beat frame lists the keys
+// of the held work the guardian it beats to guards (beatKeysFrame); on
+// api.ProtoBeat, spoken by peers from before G17, it is one byte. The
+// first byte says which kind of frame it is.
 const (
-	// beatPlain is a beat that lists nothing (older peers send it).
+	// beatPlain is a beat that lists nothing (api.ProtoBeat).
 	beatPlain = 1
 	// beatKeys is followed by the CBOR list of guarded keys held.
 	beatKeys = 2
 	// maxBeatFrame bounds a beat frame: a key is well under 256 bytes.
 	maxBeatFrame = 1 << 20
 )
+
+// beatFrame is the next frame on beat stream s to guardian id: the list of
+// held keys where the guardian speaks api.ProtoBeatKeys, one byte where it
+// speaks only api.ProtoBeat.
+func (n *Node) beatFrame(s network.Stream, id string) []byte {
+	if s.Protocol() == protocol.ID(api.ProtoBeatKeys) {
+		return n.beatKeysFrame(id)
+	}
+	return []byte{beatPlain}
+}
 
 // beatKeysFrame is the beat frame for guardian id: the guard keys of the
 // work this peer holds and beats for (held.Holder.Beats: from the moment

@@ -277,13 +277,15 @@ const (
 	// gossiped) straight to a newcomer; the answer is "ok".
 	ProtoPresenceHello = "/bedwe/presence/hello/1.0.0"
 	// ProtoBeat is a long-lived stream on which a holder of guarded work
-	// writes one small frame per heartbeat interval to each guardian: the
-	// byte 2, then the CBOR list of the guard keys of the held work that
-	// guardian guards (node/guard G17: a copy released by a successor is
-	// kept until its holder no longer lists it). A frame of the byte 1
-	// alone lists nothing (peers before G17 send it, and read frames of
-	// at most 16 bytes: they reset a stream that carries a list).
+	// writes one small frame per heartbeat interval to each guardian (the
+	// byte 1). Peers from before node/guard G17 speak only this one.
 	ProtoBeat = "/bedwe/beat/1.0.0"
+	// ProtoBeatKeys is ProtoBeat whose frames list the held work they are
+	// for: the byte 2, then the CBOR list of the guard keys of the work
+	// the holder holds and that guardian guards (node/guard G17: a copy
+	// released by a successor is kept until its holder no longer lists
+	// it). A holder asks for it first and falls back to ProtoBeat.
+	ProtoBeatKeys = "/bedwe/beat/1.1.0"
 )
 
 // GuardReply answers every request of the reliability protocols
