@@ -190,8 +190,9 @@ func (c *beatConn) close() {
 // reopened after errors; a failed beat is not an error, the next one
 // tries again. It leaves the stream open when ctx ends (beatConn).
 //
-// Every frame lists the held work the peer guards (beatKeysFrame): a
-// guardian keeping a copy released by a successor lets go of it once its
+// Every frame lists the held work the peer guards (beatFrame, on
+// api.ProtoBeatKeys; one byte on api.ProtoBeat to a peer from before G17):
+// a guardian keeping a copy released by a successor lets go of it once its
 // holder no longer lists it (node/guard G17). When the peer stops being a
 // target, one last frame says so (most often: nothing listed).
 func (n *Node) beatTo(ctx context.Context, c *beatConn) {
