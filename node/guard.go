@@ -16,6 +16,7 @@ import (
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/guard"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/join"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
@@ -1080,12 +1081,9 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 		}
 	}
 	if !movedOn && len(successors) > 0 {
-		replies, errs := n.guardCallAll(ctx, successors, func(p pack.Peer) api.GuardRequest { return api.HeldTook{Key: took[p.ID]} }, settleCallTimeout)
-		for i, rep := range replies {
-			if errs[i] == nil && rep.OK && rep.NeverTook {
-				n.log.Info("a co-guardian was released by a successor that never took the work", "key", key, "successor", rpc.ShortIDString(successors[i].ID))
-				continue
-			}
+		if n.askSuccessors(ctx, key, successors, took) == held.SuccessorNeverTook {
+			n.log.Info("co-guardians were released by successors that never took the work", "key", key, "successors", len(successors))
+		} else {
 			movedOn = true
 		}
 	}

@@ -601,19 +601,24 @@ func (n *Node) askOwners(ctx context.Context, rec *held.Record, q held.AskOwners
 	// A release that names no successor stands (H7): only releases that
 	// all name one are checked with it.
 	if o.Released && !unnamed && !o.Superseded && !o.Ended && !rec.Forwarded {
-		o.Successor = n.askSuccessors(ctx, rec, named, took)
+		o.Successor = n.askSuccessors(ctx, rec.Key, named, took)
+		if o.Successor == held.SuccessorNeverTook {
+			n.log.Warn("resuming held pack: a guardian was released by a successor that never took the work (it refused the hand-over); going on", "key", rec.Key, "successors", len(named))
+		}
 	}
 	return o
 }
 
-// askSuccessors asks the successors that released guardians named
-// (node/guard G16) whether they took the work (api.HeldTook), and sums
-// up their answers for the holder machine (node/held H7): any that took
-// it decides; every one that never took it says the release was of a
-// refused hand-over; otherwise unknown. With nobody named, the release
-// stands (unnamed). to are the successors, took the work each took (by
-// peer ID).
-func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Peer, took map[string]string) held.SuccessorSaid {
+// askSuccessors asks the successors that released guardians of key
+// (node/guard G16) whether they took the work (api.HeldTook), and sums up
+// their answers: any that took it decides; every one that never took it
+// says the release was of a refused hand-over; otherwise unknown. With
+// nobody named, the release stands (unnamed). to are the successors, took
+// the work each took (by peer ID). A restarted holder asks it (node/held
+// H7), and so does a guardian (node/guard G17): of its pending copy's
+// successor (askTook), and of the successors its co-guardians name before
+// a re-route (askCoGuardians).
+func (n *Node) askSuccessors(ctx context.Context, key string, to []pack.Peer, took map[string]string) held.SuccessorSaid {
 	if len(to) == 0 {
 		return held.SuccessorUnnamed
 	}
@@ -624,7 +629,7 @@ func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Pe
 	for i, rep := range replies {
 		switch {
 		case errs[i] != nil || !rep.OK || rep.Pending:
-			n.log.Info("resuming held pack: the successor a guardian named does not say whether it took the work", "key", rec.Key, "successor", rpc.ShortIDString(to[i].ID), "pending", rep.Pending, "err", errs[i])
+			n.log.Info("a successor a guardian named does not say whether it took the work", "key", key, "successor", rpc.ShortIDString(to[i].ID), "pending", rep.Pending, "err", errs[i])
 		case rep.Known:
 			return held.SuccessorTook
 		case rep.NeverTook:
@@ -632,7 +637,6 @@ func (n *Node) askSuccessors(ctx context.Context, rec *held.Record, to []pack.Pe
 		}
 	}
 	if never == len(to) {
-		n.log.Warn("resuming held pack: a guardian was released by a successor that never took the work (it refused the hand-over); going on", "key", rec.Key, "successors", len(to))
 		return held.SuccessorNeverTook
 	}
 	return held.SuccessorUnknown

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/guard"
+	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -106,20 +107,17 @@ func (n *Node) askTook(ctx context.Context, key string, q guard.AskTook) {
 		case <-time.After(tookRetry):
 		}
 	}
-	rep, err := n.guardCallErr(ctx, q.Successor, api.HeldTook{Key: q.Key}, settleCallTimeout)
-	if ctx.Err() != nil {
-		return
-	}
 	said, why := guard.TookUnknown, ""
-	switch {
-	case err != nil || !rep.OK || rep.Pending:
-		n.log.Info("a released guard copy's holder went silent; its successor does not say whether it took the work", "key", key, "successor", rpc.ShortIDString(q.Successor.ID), "pending", rep.Pending, "err", err)
-	case rep.Known:
+	switch n.askSuccessors(ctx, key, []pack.Peer{q.Successor}, map[string]string{q.Successor.ID: q.Key}) {
+	case held.SuccessorTook:
 		said = guard.TookKnown
-	case rep.NeverTook:
+	case held.SuccessorNeverTook:
 		said = guard.TookNever
 		why = fmt.Sprintf("holder %s silent, and successor %s never took the work (it refused the hand-over)", rpc.ShortIDString(q.Holder), rpc.ShortIDString(q.Successor.ID))
 		n.log.Warn("a released guard copy's successor never took the work and its holder is silent; guarding it again", "key", key, "attempt", q.Attempt, "holder", rpc.ShortIDString(q.Holder), "successor", rpc.ShortIDString(q.Successor.ID))
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	rd, err := n.stepGuard(key, guard.SuccessorTook{Successor: q.Successor.ID, Holder: q.Holder, Attempt: q.Attempt, Said: said, Why: why, At: time.Now().UTC()})
 	if err != nil {

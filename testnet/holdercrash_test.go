@@ -63,15 +63,7 @@ func TestQuickStepRunAgainAfterAKillInItsWindow(t *testing.T) {
 // hand-off (H4), so it is not run again. Counted from the services'
 // invocation records, not from the result.
 func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
-	dir := t.TempDir()
-	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
-	t.Setenv(node.FailpointRefuseSettled, "b:"+refused)
-	t.Setenv(node.FailpointKillAfterUnsettled, "b:"+killed)
-	m := up(t, testnet.Options{Nodes: 3, Zones: 3})
-	st := submitAt0(t, m, "a o[once=true] b")
-
-	victim := firedOn(t, m, killed, "the holder of o was never killed after b's hand-over was refused")
-	receiver := firedOn(t, m, refused, "b's hand-over was never refused after it settled")
+	m, st, victim, receiver := refusedThenSenderKilled(t, 3, "a o[once=true] b", "b")
 	restartKilled(t, m, victim)
 	awaitSucceeded(t, m, st.ID, fmt.Sprintf("the holder of o (node %d) was killed after node %d refused b's settled hand-over, and restarted", victim, receiver))
 	runs := runsOf(t, m, st.ID)
@@ -84,26 +76,19 @@ func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
 }
 
 // TestSenderKilledForGoodAfterARefusedHandOverIsRerouted is node/guard
-// G17 on real processes (reliability-core "Left undone" 19): b's receiver
-// settles its hand-over, so the guardians of c record its release, and
-// refuses it as unsettled all the same (node.FailpointRefuseSettled); c's
-// holder, the sender, is SIGKILLed at that refusal
-// (node.FailpointKillAfterUnsettled) and never comes back. The guardians
-// kept their copies as pending, ask the receiver once the holder is
-// silent, hear that it never took b, and re-route c: the workflow
-// succeeds, c runs again (its holder died before handing it on), a and b
-// run once. Before G17 the guardians had dropped their copies with the
+// G17 on real processes (reliability-core "Left undone" 19): the receiver
+// of o (at-most-once) settles its hand-over, so the guardians of c record
+// its release, and refuses it as unsettled all the same
+// (node.FailpointRefuseSettled); c's holder, the sender, is SIGKILLed at
+// that refusal (node.FailpointKillAfterUnsettled) and never comes back.
+// The guardians kept their copies as pending, ask the receiver once the
+// holder is silent, hear that it never took o, and re-route c: the
+// workflow succeeds, c runs again (its holder died before handing it on),
+// and a, o and b run once — the refused receiver never ran o, and one
+// chain went on, not two. Before G17 the guardians had dropped their copies with the
 // release, and the workflow stayed running with nobody holding it.
 func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
-	dir := t.TempDir()
-	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
-	t.Setenv(node.FailpointRefuseSettled, "b:"+refused)
-	t.Setenv(node.FailpointKillAfterUnsettled, "b:"+killed)
-	m := up(t, testnet.Options{Nodes: 4, Zones: 4})
-	st := submitAt0(t, m, "a c b")
-
-	victim := firedOn(t, m, killed, "the holder of c was never killed after b's hand-over was refused")
-	receiver := firedOn(t, m, refused, "b's hand-over was never refused after it settled")
+	m, st, victim, receiver := refusedThenSenderKilled(t, 4, "a c o[once=true] b", "o")
 	if err := m.Kill(victim, syscall.SIGKILL); err != nil { // waits until it is gone; never restarted
 		t.Fatal(err)
 	}
@@ -113,11 +98,13 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 			ask = append(ask, i)
 		}
 	}
-	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("the holder of c (node %d) was killed for good after node %d refused b's settled hand-over", victim, receiver))
+	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("the holder of c (node %d) was killed for good after node %d refused o's settled hand-over", victim, receiver))
 	runs := runsOf(t, m, st.ID)
-	t.Logf("node %d refused b's hand-over after settling it; node %d, c's holder, killed for good; runs: %v", receiver, victim, runs)
-	if runs["a"] != 1 || runs["b"] != 1 {
-		t.Errorf("a ran %d times and b %d times, want each once", runs["a"], runs["b"])
+	t.Logf("node %d refused o's hand-over after settling it; node %d, c's holder, killed for good; runs: %v", receiver, victim, runs)
+	for _, svc := range []string{"a", "o", "b"} {
+		if runs[svc] != 1 {
+			t.Errorf("%s ran %d times, want once", svc, runs[svc])
+		}
 	}
 	if runs["c"] != 2 {
 		t.Errorf("c ran %d times, want twice (its holder died before handing it on, and it was re-routed)", runs["c"])
@@ -149,6 +136,24 @@ func TestHolderKilledAfterItsHandOffWasTakenDropsIt(t *testing.T) {
 			t.Errorf("%s ran %d times, want once", svc, runs[svc])
 		}
 	}
+}
+
+// refusedThenSenderKilled starts a testnet of nodes nodes and submits wf
+// to node 0 with two failpoints on service: its receiver refuses the
+// settled hand-over (node.FailpointRefuseSettled) and the sender SIGKILLs
+// itself at that refusal (node.FailpointKillAfterUnsettled). It returns
+// once both fired, with the killed sender and the refusing receiver.
+func refusedThenSenderKilled(t *testing.T, nodes int, wf, service string) (m *testnet.Manifest, st api.Status, victim, receiver int) {
+	t.Helper()
+	dir := t.TempDir()
+	refused, killed := filepath.Join(dir, "refused"), filepath.Join(dir, "killed")
+	t.Setenv(node.FailpointRefuseSettled, service+":"+refused)
+	t.Setenv(node.FailpointKillAfterUnsettled, service+":"+killed)
+	m = up(t, testnet.Options{Nodes: nodes, Zones: nodes})
+	st = submitAt0(t, m, wf)
+	victim = firedOn(t, m, killed, "the sender of "+service+" was never killed after its hand-over was refused")
+	receiver = firedOn(t, m, refused, service+"'s hand-over was never refused after it settled")
+	return m, st, victim, receiver
 }
 
 // firedOn waits for a failpoint's marker (written just before it fires;
