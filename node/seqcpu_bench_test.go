@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,11 @@ import (
 // the connections.
 //
 //	go test ./node -run XXX -bench SequenceCPU -benchtime 5x
+//
+// BEDWE_BENCH_CPUPROFILE=FILE writes a CPU profile of the measured loop
+// only (-test.cpuprofile also covers starting the mesh and the first
+// workflow, whose dials and announcements are not a step's cost); with
+// several sub-benchmarks, the last one's.
 func BenchmarkSequenceCPU(b *testing.B) {
 	const steps = 200
 	var src strings.Builder
@@ -47,6 +54,8 @@ func BenchmarkSequenceCPU(b *testing.B) {
 			idle := float64(cputime.Used()-idleStart) / float64(time.Since(idleFrom))
 
 			commits, requests, announced := journalWrites(b, nodes), muxRequests(b, nodes), announcements(b, nodes)
+			stopProfile := profileLoop(b)
+			defer stopProfile()
 			began, start := time.Now(), cputime.Used()
 			for b.Loop() {
 				run()
@@ -58,6 +67,28 @@ func BenchmarkSequenceCPU(b *testing.B) {
 			b.ReportMetric((muxRequests(b, nodes)-requests)/all, "requests/step")
 			b.ReportMetric((announcements(b, nodes)-announced)/all, "announcements/step")
 		})
+	}
+}
+
+// profileLoop starts the CPU profile BEDWE_BENCH_CPUPROFILE names, if
+// any, and returns what stops it.
+func profileLoop(b *testing.B) func() {
+	path := os.Getenv("BEDWE_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("cpu profile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatalf("cpu profile: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("cpu profile: %v", err)
+		}
 	}
 }
 

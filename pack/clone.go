@@ -3,10 +3,17 @@ package pack
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/bedwe/bedwe/grammar"
 )
 
-// Clone returns a deep copy of p: the copy shares no slices, maps or
-// workflow nodes with p, so either may be changed freely. Clone of nil is
+// Clone returns a copy of p that shares no slices or maps with p, so
+// either's fields may be changed freely. The residual workflow's step list
+// is copied, its steps are shared: they are never changed once built (a decoded or parsed workflow
+// is only read, and peeling or advancing a residual builds new
+// grammar.Workflow values around the same steps, as grammar.Peel does), and
+// copying them made Clone cost as much as the residual is long, on every
+// hop. Replace c.Workflow rather than change its steps. Clone of nil is
 // nil.
 func (p *Pack) Clone() *Pack {
 	if p == nil {
@@ -14,7 +21,9 @@ func (p *Pack) Clone() *Pack {
 	}
 	c := *p
 	c.Origin = clonePeers(p.Origin)
-	c.Workflow = p.Workflow.Copy()
+	if p.Workflow != nil {
+		c.Workflow = &grammar.Workflow{Steps: slices.Clone(p.Workflow.Steps)}
+	}
 	c.Input = slices.Clone(p.Input)
 	if p.Outputs != nil {
 		c.Outputs = make(map[string]json.RawMessage, len(p.Outputs))

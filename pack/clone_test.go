@@ -13,12 +13,20 @@ func TestCloneIsDeep(t *testing.T) {
 	if !reflect.DeepEqual(c, orig) {
 		t.Fatalf("clone differs from the original")
 	}
-	// Change every shared-looking part of the clone; the original must not move.
+	// The workflow's steps are shared (never changed once built); the
+	// workflow value and its step list are not.
+	if c.Workflow == orig.Workflow {
+		t.Error("the clone shares the original's *grammar.Workflow")
+	}
+	if c.Workflow.Steps[0] != orig.Workflow.Steps[0] {
+		t.Error("the clone copied the workflow's steps; they are meant to be shared")
+	}
+	c.Workflow.Steps[0] = &grammar.Service{Name: "replaced"}
+	c.Workflow.Steps = append(c.Workflow.Steps, &grammar.Service{Name: "appended"})
+	// Change every other shared-looking part of the clone; the original
+	// must not move.
 	c.Origin[0].Addrs[0] = "changed"
 	c.Origin[1].ID = "changed"
-	c.Workflow.Steps[0].(*grammar.Service).Attrs[0].Value = "1s"
-	c.Workflow.Steps[1].(*grammar.Fork).Branches[0].Steps[0].(*grammar.Service).Name = "changed"
-	c.Workflow.Steps[2].(*grammar.Choice).Arms[0].Guard = "false"
 	c.Input[0] = '['
 	c.Outputs["prep"][1] = 'X'
 	c.Outputs["new"] = nil

@@ -1,6 +1,7 @@
 package pack
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -30,8 +31,8 @@ var (
 // encMode is the deterministic CBOR encoding (RFC 8949 core deterministic:
 // sorted map keys, shortest forms, no indefinite lengths), so equal packs
 // encode to equal bytes.
-var encMode = func() cbor.EncMode {
-	m, err := cbor.CoreDetEncOptions().EncMode()
+var encMode = func() cbor.UserBufferEncMode {
+	m, err := cbor.CoreDetEncOptions().UserBufferEncMode()
 	if err != nil {
 		panic(fmt.Sprintf("pack: cbor encoding options: %v", err))
 	}
@@ -49,16 +50,27 @@ func Encode(p *Pack) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode pack %q: %w", p.WorkflowID, err)
 	}
-	body, err := encMode.Marshal(w)
-	if err != nil {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuffer {
+			encodeBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	buf.Write(magic[:])
+	buf.WriteByte(WireVersion)
+	if err := encMode.MarshalToBuffer(w, buf); err != nil {
 		return nil, fmt.Errorf("encode pack %q: %w", p.WorkflowID, err)
 	}
-	out := make([]byte, headerLen+len(body))
-	copy(out, magic[:])
-	out[len(magic)] = WireVersion
-	copy(out[headerLen:], body)
-	return out, nil
+	return bytes.Clone(buf.Bytes()), nil
 }
+
+// encodeBuffers hold Encode's work: a pack is built in one of them and
+// copied out once, at its final size. Buffers grown past maxPooledBuffer
+// by a large pack are left to the collector, not kept.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBuffer = 256 << 10
 
 // Check is the cheap part of Decode: the size limit, the header and wire
 // version, and structural passes over the bytes (one well-formed CBOR

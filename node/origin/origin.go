@@ -175,12 +175,27 @@ type Record struct {
 	StashTrace map[string][]pack.TraceEntry `cbor:"9,keyasint,omitempty"`
 }
 
+// clone is the copy the machine steps and persists (Clone, persist): it
+// copies what Step changes in place, the stash maps, and shares every other
+// slice and map, which Step only ever replaces whole (Recent is clipped, so
+// an append copies it). Copying the result and trace on every event cost
+// as much as the workflow is long, on every step reported.
 func (r Record) clone() Record {
 	c := r
-	c.Replicas = slices.Clone(r.Replicas)
-	c.Status = cloneStatus(r.Status)
+	c.Status.Recent = slices.Clip(r.Status.Recent)
 	c.Stash = maps.Clone(r.Stash)
 	c.StashTrace = maps.Clone(r.StashTrace) // runs are never changed in place
+	return c
+}
+
+// deepClone is the copy a caller outside the machine gets (Record, Load):
+// it shares nothing a caller could change.
+func (r Record) deepClone() Record {
+	c := r
+	c.Stash = maps.Clone(r.Stash)
+	c.StashTrace = maps.Clone(r.StashTrace)
+	c.Replicas = slices.Clone(r.Replicas)
+	c.Status = cloneStatus(r.Status)
 	return c
 }
 
@@ -209,10 +224,11 @@ type Workflow struct {
 func New(id string) *Workflow { return &Workflow{id: id} }
 
 // Load rebuilds a copy from its journaled record.
-func Load(rec Record) *Workflow { return &Workflow{id: rec.Status.ID, rec: rec.clone()} }
+func Load(rec Record) *Workflow { return &Workflow{id: rec.Status.ID, rec: rec.deepClone()} }
 
-// Clone returns a deep copy; the node steps a clone and keeps it once its
-// record is written.
+// Clone returns a copy to step: stepping it leaves w as it was (they
+// share only what Step never changes in place). The node steps a clone
+// and keeps it once its record is written.
 func (w *Workflow) Clone() *Workflow { return &Workflow{id: w.id, rec: w.rec.clone()} }
 
 // ID is the workflow ID.
@@ -239,7 +255,7 @@ func (w *Workflow) State() State { return parseState(w.rec.Status.State) }
 func (w *Workflow) Running() bool { return w.State() == StateRunning }
 
 // Record returns a copy of the record (to journal it).
-func (w *Workflow) Record() Record { return w.rec.clone() }
+func (w *Workflow) Record() Record { return w.rec.deepClone() }
 
 // Status answers a client's status (full: result, with result and trace).
 func (w *Workflow) Status(full bool) api.Status {
