@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,13 +61,14 @@ type originSlot struct {
 // or replica), by workflow ID.
 type originTable struct {
 	t table[*originSlot]
-	// persist writes a record to the journal, forget deletes one (seams
-	// for tests).
-	persist func(origin.Record) error
+	// persist writes id's record and its stash's entries to the journal
+	// in one write (either may be nil), forget deletes both (seams for
+	// tests).
+	persist func(id string, rec *origin.Record, stash *origin.StashWrite) error
 	forget  func(id string) error
 }
 
-func newOriginTable(persist func(origin.Record) error, forget func(id string) error) *originTable {
+func newOriginTable(persist func(id string, rec *origin.Record, stash *origin.StashWrite) error, forget func(id string) error) *originTable {
 	return &originTable{t: newTable[*originSlot](), persist: persist, forget: forget}
 }
 
@@ -134,8 +136,8 @@ func (t *originTable) step(id string, ev origin.Event) (origin.Ready, error) {
 				return origin.Ready{}, fmt.Errorf("journal: delete workflow %s: %w", id, err)
 			}
 		}
-		if rd.Persist != nil {
-			if err := t.persist(*rd.Persist); err != nil {
+		if rd.Persist != nil || rd.Stash != nil {
+			if err := t.persist(id, rd.Persist, rd.Stash); err != nil {
 				if !s.cur.Load().Exists() {
 					s.dead = true
 					t.remove(id, s)
@@ -212,7 +214,8 @@ func (t *originTable) stepMany(ids []string, ev origin.Event, write func(puts []
 	return len(puts), len(dels), nil
 }
 
-// writeWorkflows writes and deletes workflow records in one transaction.
+// writeWorkflows writes and deletes workflow records in one transaction
+// (a deleted record's stash entries go with it).
 func (n *Node) writeWorkflows(puts []origin.Record, dels []string) error {
 	return n.journal.Update(func(tx *journal.Tx) error {
 		for i := range puts {
@@ -224,19 +227,150 @@ func (n *Node) writeWorkflows(puts []origin.Record, dels []string) error {
 			if err := tx.Delete(journal.BucketWorkflows, id); err != nil {
 				return err
 			}
+			if err := dropStash(tx, id); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 }
 
-// saveWorkflow writes a workflow record to the journal.
-func (n *Node) saveWorkflow(rec origin.Record) error {
-	return n.journal.Put(journal.BucketWorkflows, rec.Status.ID, rpc.MustCBOR(&rec))
+// saveWorkflow writes a workflow record and what changed in its stash
+// (either may be nil) in one transaction.
+func (n *Node) saveWorkflow(id string, rec *origin.Record, stash *origin.StashWrite) error {
+	return n.journal.Update(func(tx *journal.Tx) error {
+		if rec != nil {
+			if err := tx.Put(journal.BucketWorkflows, id, rpc.MustCBOR(rec)); err != nil {
+				return err
+			}
+		}
+		return writeStash(tx, id, stash)
+	})
 }
 
-// deleteWorkflow deletes a workflow record from the journal.
+// deleteWorkflow deletes a workflow record and its stash entries.
 func (n *Node) deleteWorkflow(id string) error {
-	return n.journal.Delete(journal.BucketWorkflows, id)
+	return n.journal.Update(func(tx *journal.Tx) error {
+		if err := tx.Delete(journal.BucketWorkflows, id); err != nil {
+			return err
+		}
+		return dropStash(tx, id)
+	})
+}
+
+// The stash's journal entries (origin O6, journal.BucketStash): one per
+// stashed output, ID/o/LABEL@DIGEST holding the output, and one per run of
+// trace entries, ID/t/DIGEST holding the run (CBOR). A stash writes only
+// what it adds; the workflow's record does not repeat them.
+const (
+	stashOutput = "/o/"
+	stashRun    = "/t/"
+)
+
+// writeStash applies sw to id's stash entries in tx.
+func writeStash(tx *journal.Tx, id string, sw *origin.StashWrite) error {
+	if sw == nil {
+		return nil
+	}
+	if sw.Drop {
+		if err := dropStash(tx, id); err != nil {
+			return err
+		}
+	}
+	for _, o := range sw.Outputs {
+		if err := tx.Put(journal.BucketStash, id+stashOutput+origin.StashKey(o.Label, o.Digest), o.Value); err != nil {
+			return err
+		}
+	}
+	for _, r := range sw.Runs {
+		if err := tx.Put(journal.BucketStash, id+stashRun+r.Digest, rpc.MustCBOR(r.Entries)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropStash deletes every stash entry of id in tx.
+func dropStash(tx *journal.Tx, id string) error {
+	var keys []string
+	if err := tx.ForEachPrefix(journal.BucketStash, id+"/", func(key string, _ []byte) error {
+		keys = append(keys, key)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.Delete(journal.BucketStash, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveStashOut rewrites records written before the stash had entries of
+// its own (they held it inside): their stash goes to its entries and the
+// record is written without it, in one transaction. A record is then
+// written only with what changed, as origin.Ready.Persist never holds a
+// stash; left inside, the stash would be lost at the record's next write.
+func (n *Node) moveStashOut(recs map[string]*origin.Record) error {
+	var ids []string
+	for id, rec := range recs {
+		if len(rec.Stash) > 0 || len(rec.StashTrace) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return n.journal.Update(func(tx *journal.Tx) error {
+		for _, id := range ids {
+			rec := *recs[id]
+			if err := writeStash(tx, id, rec.StashEntries()); err != nil {
+				return err
+			}
+			rec.Stash, rec.StashTrace = nil, nil
+			if err := tx.Put(journal.BucketWorkflows, id, rpc.MustCBOR(&rec)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// loadStash puts the journal's stash entries back into the records they
+// belong to (by workflow ID), before origin.Load.
+func (n *Node) loadStash(recs map[string]*origin.Record) error {
+	var bad []error
+	err := n.journal.ForEach(journal.BucketStash, func(key string, value []byte) error {
+		id, rest, ok := strings.Cut(key, "/")
+		rec := recs[id]
+		switch {
+		case !ok || rec == nil:
+			bad = append(bad, fmt.Errorf("stash entry %q: no workflow record", key))
+		case strings.HasPrefix("/"+rest, stashOutput):
+			if rec.Stash == nil {
+				rec.Stash = map[string]json.RawMessage{}
+			}
+			rec.Stash[strings.TrimPrefix("/"+rest, stashOutput)] = value
+		case strings.HasPrefix("/"+rest, stashRun):
+			var run []pack.TraceEntry
+			if err := rpc.Dec.Unmarshal(value, &run); err != nil {
+				bad = append(bad, fmt.Errorf("stash entry %q: %w", key, err))
+				return nil
+			}
+			if rec.StashTrace == nil {
+				rec.StashTrace = map[string][]pack.TraceEntry{}
+			}
+			rec.StashTrace[strings.TrimPrefix("/"+rest, stashRun)] = run
+		default:
+			bad = append(bad, fmt.Errorf("stash entry %q: unknown kind", key))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(bad...)
 }
 
 // stepOrigin steps id's record with ev and starts what follows the write

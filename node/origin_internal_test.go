@@ -26,13 +26,15 @@ type flakyJournal struct {
 	written map[string]origin.Record
 }
 
-func (j *flakyJournal) persist(rec origin.Record) error {
+func (j *flakyJournal) persist(id string, rec *origin.Record, _ *origin.StashWrite) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.broken {
 		return errors.New("disk full")
 	}
-	j.written[rec.Status.ID] = rec
+	if rec != nil {
+		j.written[id] = *rec
+	}
 	return nil
 }
 
@@ -58,11 +60,11 @@ func (j *flakyJournal) record(id string) origin.Record {
 	return j.written[id]
 }
 
-// originNode is a node with only what the origin side needs: a host that
-// listens nowhere (settle items name peers that cannot be dialled).
-func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
+// bareNode is a node with a host that listens nowhere, a log, a progress
+// log and a context: what stepping origin records needs besides the table
+// and its journal, which the caller sets.
+func bareNode(t testing.TB) (*Node, context.CancelFunc) {
 	t.Helper()
-	j := &flakyJournal{written: map[string]origin.Record{}}
 	h, err := libp2p.New(libp2p.NoListenAddrs)
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +75,21 @@ func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
 		host:            h,
 		selfID:          h.ID().String(),
 		log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		origins:         newOriginTable(j.persist, j.forget),
 		progress:        newProgressLog(),
 		activityChanged: make(chan struct{}, 1),
 		ctx:             ctx,
 	}
 	t.Cleanup(func() { cancel(); n.wg.Wait() })
+	return n, cancel
+}
+
+// originNode is a node with only what the origin side needs: a host that
+// listens nowhere (settle items name peers that cannot be dialled).
+func originNode(t *testing.T) (*Node, *flakyJournal, context.CancelFunc) {
+	t.Helper()
+	j := &flakyJournal{written: map[string]origin.Record{}}
+	n, cancel := bareNode(t)
+	n.origins = newOriginTable(j.persist, j.forget)
 	if _, err := n.stepOrigin("wf-1", origin.Submitted{Source: "S1 S2", StepsTotal: 2, Origin: "self", At: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,7 @@ func (n *Node) resume(ctx context.Context) error {
 	if err := n.loadHandedOn(); err != nil {
 		return err
 	}
+	workflows := map[string]*origin.Record{}
 	err := n.journal.ForEach(journal.BucketWorkflows, func(key string, value []byte) error {
 		var rec origin.Record
 		if err := rpc.Dec.Unmarshal(value, &rec); err != nil {
@@ -95,11 +96,20 @@ func (n *Node) resume(ctx context.Context) error {
 		if rec.Status.ID == "" {
 			rec.Status.ID = key
 		}
-		n.origins.put(origin.Load(rec))
+		workflows[key] = &rec
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if err := n.moveStashOut(workflows); err != nil {
+		return fmt.Errorf("journal: move stashed outputs out of workflow records: %w", err)
+	}
+	if err := n.loadStash(workflows); err != nil {
+		errs = append(errs, err)
+	}
+	for _, rec := range workflows {
+		n.origins.put(origin.Load(*rec))
 	}
 	err = n.journal.ForEach(journal.BucketJoins, func(key string, value []byte) error {
 		var rec join.Record

@@ -55,11 +55,16 @@ const (
 	// key → time, RFC 3339), so that the same attempt handed here again is
 	// answered as taken and not run twice; forgotten after a while.
 	BucketHandedOn = "handed-on"
+	// BucketStash holds what a running workflow's chains dropped from
+	// their packs (origin O6), one entry per stashed output or run of
+	// trace entries, keyed by workflow ID first; the workflow's record in
+	// BucketWorkflows does not repeat them.
+	BucketStash = "stash"
 )
 
 // Buckets returns every bucket name, in a fixed order.
 func Buckets() []string {
-	return []string{BucketPacks, BucketPackBytes, BucketOutbox, BucketReleased, BucketJoins, BucketWorkflows, BucketMeta, BucketHandedOn}
+	return []string{BucketPacks, BucketPackBytes, BucketOutbox, BucketReleased, BucketJoins, BucketWorkflows, BucketMeta, BucketHandedOn, BucketStash}
 }
 
 // FormatVersion is the layout version recorded in BucketMeta under

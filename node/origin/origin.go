@@ -6,7 +6,8 @@
 // takes one event and returns a Ready that says what the node must do, in
 // order (the shape of node/join and node/guard):
 //
-//  1. persist (Ready.Persist): write the record — and refuse the event if
+//  1. persist (Ready.Persist, Ready.Stash): write the record and the
+//     stash's entries, in one journal write — and refuse the event if
 //     that fails (the node steps a clone and keeps it only once written);
 //  2. settle what the last holder listed (Ready.Settle, completions only),
 //     then answer the request that stepped it (Ready.Reply): the answer
@@ -27,9 +28,9 @@
 //     items are still settled (they release the stale chain's guardians),
 //     and it never changes the result.
 //   - O2 (durable before answered): every change that ends the workflow, or
-//     creates or updates a copy, is in Ready.Persist and the answer comes
-//     after it; an event whose write fails is refused and changes nothing,
-//     so the sender retries. Progress (steps done, recent attempts) is
+//     creates or updates a copy, is in Ready.Persist or Ready.Stash and the
+//     answer comes after it; an event whose write fails is refused and
+//     changes nothing, so the sender retries. Progress (steps done, recent attempts) is
 //     advisory and not written on its own: the completion recounts the
 //     steps from the trace.
 //   - O3 (the primary learns the result): a replica that got the
@@ -53,7 +54,9 @@
 //   - O6 (stashed outputs come back): an output or a run of trace entries
 //     a holder dropped from its pack (pack.PlanStash) was first stored by
 //     every copy (Stashed: written before it is answered, O2, and refused
-//     once the workflow ended, O4). The first completion expands every
+//     once the workflow ended, O4); the journal keeps each as an entry of
+//     its own beside the record (Ready.Stash), so a stash writes only what
+//     it adds. The first completion expands every
 //     run its trace names (pack.ExpandTrace) and puts every output the
 //     trace marks as stashed back into the result, by label and digest, so
 //     a chain's result never takes another chain's output (pack.Unstash);
@@ -75,6 +78,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bedwe/bedwe/node/api"
@@ -169,8 +173,11 @@ type Record struct {
 	// (O5); it still says the workflow ended, and how.
 	Pruned bool `cbor:"7,keyasint,omitempty"`
 	// Stash keeps, while the workflow runs, the outputs its chains dropped
-	// from their packs (O6), by stashKey(label, digest), and StashTrace
-	// the runs of trace entries they dropped, by digest.
+	// from their packs (O6), by StashKey(label, digest), and StashTrace
+	// the runs of trace entries they dropped, by digest. The journal keeps
+	// them in entries of their own (Ready.Stash), not in the written
+	// record (Ready.Persist leaves them out); the node puts them back
+	// before Load. A record written before that may still hold them.
 	Stash      map[string]json.RawMessage   `cbor:"8,keyasint,omitempty"`
 	StashTrace map[string][]pack.TraceEntry `cbor:"9,keyasint,omitempty"`
 }
@@ -199,9 +206,9 @@ func (r Record) deepClone() Record {
 	return c
 }
 
-// stashKey is the key of a stashed output: LABEL@DIGEST (labels never hold
-// '@').
-func stashKey(label, digest string) string { return label + "@" + digest }
+// StashKey is the key of a stashed output in Record.Stash: LABEL@DIGEST
+// (labels never hold '@').
+func StashKey(label, digest string) string { return label + "@" + digest }
 
 func cloneStatus(s api.Status) api.Status {
 	c := s
@@ -344,7 +351,12 @@ type Emit struct {
 // Ready is what one step asks the node to do, in field order.
 type Ready struct {
 	// Persist is the record to write before anything else (nil: none).
+	// It never holds the stash (Record.Stash, Record.StashTrace): that is
+	// written on its own, in the same write (Stash).
 	Persist *Record
+	// Stash is what changes in the stash's own journal entries, written
+	// with Persist, before anything else (nil: nothing).
+	Stash *StashWrite
 	// Delete: delete the record instead (a tombstone past its time, O5);
 	// the copy no longer exists.
 	Delete bool
@@ -363,6 +375,38 @@ type Ready struct {
 	// meanwhile and step SyncAnswer.
 	AskReplicas []pack.Peer
 	Emit        *Emit
+}
+
+// StashWrite is a change to a copy's stash as the journal keeps it: one
+// entry per stashed output (by label and digest) and per run of trace
+// entries (by digest), beside the record rather than in it, so a stash
+// writes what it adds and not the whole stash again (a record rewritten at
+// every stash wrote bytes quadratic in what the workflow stashed).
+type StashWrite struct {
+	// Outputs and Runs are the entries to add.
+	Outputs []pack.StashedOutput
+	Runs    []pack.StashedTrace
+	// Drop: delete every stash entry of the workflow (the result holds
+	// them now, or the workflow ended without one). Set with no entries.
+	Drop bool
+}
+
+// StashEntries is r's whole stash as entries to write (nil when it has
+// none): for a record that came with its stash inside (ReplicaStored, or
+// one written before the stash had entries of its own).
+func (r Record) StashEntries() *StashWrite {
+	if len(r.Stash) == 0 && len(r.StashTrace) == 0 {
+		return nil
+	}
+	sw := &StashWrite{}
+	for _, k := range slices.Sorted(maps.Keys(r.Stash)) {
+		label, digest, _ := strings.Cut(k, "@")
+		sw.Outputs = append(sw.Outputs, pack.StashedOutput{Label: label, Digest: digest, Value: r.Stash[k]})
+	}
+	for _, d := range slices.Sorted(maps.Keys(r.StashTrace)) {
+		sw.Runs = append(sw.Runs, pack.StashedTrace{Digest: d, Entries: r.StashTrace[d]})
+	}
+	return sw
 }
 
 // Event is something that happened to a workflow record.
@@ -489,7 +533,7 @@ func (w *Workflow) Step(ev Event) Ready {
 		}
 		w.rec = e.Record.clone()
 		w.rec.Replica, w.rec.Replicas, w.rec.HandBack = true, nil, false
-		return Ready{Persist: w.persist(), Reply: &Reply{}}
+		return Ready{Persist: w.persist(), Stash: w.rec.StashEntries(), Reply: &Reply{}}
 	case Stashed:
 		if !w.Exists() {
 			return w.unknown()
@@ -509,7 +553,7 @@ func (w *Workflow) Step(ev Event) Ready {
 			if w.rec.Stash == nil {
 				w.rec.Stash = make(map[string]json.RawMessage, len(e.Outputs))
 			}
-			w.rec.Stash[stashKey(o.Label, o.Digest)] = o.Value
+			w.rec.Stash[StashKey(o.Label, o.Digest)] = o.Value
 		}
 		if t := e.Trace; t != nil {
 			if w.rec.StashTrace == nil {
@@ -517,7 +561,11 @@ func (w *Workflow) Step(ev Event) Ready {
 			}
 			w.rec.StashTrace[t.Digest] = slices.Clone(t.Entries)
 		}
-		return Ready{Persist: w.persist(), Reply: &Reply{}}
+		sw := &StashWrite{Outputs: slices.Clone(e.Outputs)}
+		if e.Trace != nil {
+			sw.Runs = []pack.StashedTrace{*e.Trace}
+		}
+		return Ready{Stash: sw, Reply: &Reply{}}
 	case Progress:
 		if !w.Exists() {
 			return w.unknown()
@@ -591,7 +639,7 @@ func (w *Workflow) Step(ev Event) Ready {
 		if w.Running() {
 			st := &w.rec.Status
 			st.State, st.Finished, st.Error = api.StateCancelled, e.At, CancelError
-			w.rec.Stash, w.rec.StashTrace = nil, nil
+			rd.Stash = w.dropStash()
 			rd.Persist = w.persist()
 			if w.Role() == RolePrimary {
 				// The replicas learn the end too: one asked while this
@@ -638,9 +686,23 @@ func (w *Workflow) prune(e Prune) Ready {
 // trace were dropped after the retention period.
 func (w *Workflow) Pruned() bool { return w.rec.Pruned }
 
+// persist is the record to write: the stash is not in it (its entries
+// are written on their own, Ready.Stash).
 func (w *Workflow) persist() *Record {
 	r := w.rec.clone()
+	r.Stash, r.StashTrace = nil, nil
 	return &r
+}
+
+// dropStash empties the stash and says so to the journal, when there was
+// one.
+func (w *Workflow) dropStash() *StashWrite {
+	had := len(w.rec.Stash) > 0 || len(w.rec.StashTrace) > 0
+	w.rec.Stash, w.rec.StashTrace = nil, nil
+	if !had {
+		return nil
+	}
+	return &StashWrite{Drop: true}
 }
 
 // complete applies a completion: the first ends the workflow, later ones
@@ -668,7 +730,7 @@ func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
 		return run, ok
 	})
 	result, missing := pack.Unstash(msg.Outputs, trace, func(label, digest string) (json.RawMessage, bool) {
-		v, ok := w.rec.Stash[stashKey(label, digest)]
+		v, ok := w.rec.Stash[StashKey(label, digest)]
 		return v, ok
 	})
 	for _, d := range missingRuns {
@@ -676,7 +738,7 @@ func (w *Workflow) complete(msg api.OriginMsg, at time.Time) Ready {
 	}
 	emit.Missing = missing
 	st.Result = maps.Clone(result)
-	w.rec.Stash, w.rec.StashTrace = nil, nil
+	rd.Stash = w.dropStash()
 	st.Trace = slices.Clone(trace)
 	sort.SliceStable(st.Trace, func(i, j int) bool { return st.Trace[i].Start.Before(st.Trace[j].Start) })
 	st.StepsDone = 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -35,6 +36,9 @@ func TestScripts(t *testing.T) {
 type run struct {
 	w     *Workflow
 	saved *Record
+	// stash and runs are the stash's own journal entries (Ready.Stash).
+	stash map[string]json.RawMessage
+	runs  map[string][]pack.TraceEntry
 }
 
 // clock: minute m of the script's day.
@@ -182,7 +186,9 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 		if r.saved == nil {
 			r.w = New("wf")
 		} else {
-			r.w = Load(*r.saved)
+			rec := *r.saved
+			rec.Stash, rec.StashTrace = maps.Clone(r.stash), maps.Clone(r.runs)
+			r.w = Load(rec)
 		}
 		return []string{ready(r.w.Resume()), state(r.w)}
 	case "status", "result":
@@ -202,10 +208,31 @@ func (r *run) apply(t *testing.T, cmd string) []string {
 	}
 	rd := w.Step(ev)
 	if rd.Persist != nil {
+		if len(rd.Persist.Stash) > 0 || len(rd.Persist.StashTrace) > 0 {
+			t.Fatalf("the record to write holds the stash (%d outputs, %d runs): it is written in entries of its own",
+				len(rd.Persist.Stash), len(rd.Persist.StashTrace))
+		}
 		r.saved = rd.Persist
 	}
+	if sw := rd.Stash; sw != nil {
+		if sw.Drop {
+			r.stash, r.runs = nil, nil
+		}
+		for _, o := range sw.Outputs {
+			if r.stash == nil {
+				r.stash = map[string]json.RawMessage{}
+			}
+			r.stash[StashKey(o.Label, o.Digest)] = o.Value
+		}
+		for _, run := range sw.Runs {
+			if r.runs == nil {
+				r.runs = map[string][]pack.TraceEntry{}
+			}
+			r.runs[run.Digest] = run.Entries
+		}
+	}
 	if rd.Delete {
-		r.saved = nil
+		r.saved, r.stash, r.runs = nil, nil, nil
 	}
 	return []string{ready(rd), state(w)}
 }
@@ -277,6 +304,21 @@ func ready(r Ready) string {
 	}
 	if r.Delete {
 		parts = append(parts, "delete")
+	}
+	if sw := r.Stash; sw != nil {
+		var put []string
+		for _, o := range sw.Outputs {
+			put = append(put, o.Label)
+		}
+		for _, run := range sw.Runs {
+			put = append(put, fmt.Sprintf("run(%d)", len(run.Entries)))
+		}
+		switch {
+		case sw.Drop:
+			parts = append(parts, "stash-drop")
+		default:
+			parts = append(parts, "stash("+strings.Join(put, ",")+")")
+		}
 	}
 	for _, s := range r.Settle {
 		parts = append(parts, fmt.Sprintf("settle(%s@%d at %s)", s.Key, s.Attempt, ids(s.Peers)))
