@@ -257,7 +257,7 @@ func handoffEvent(p *pack.Pack, target fmt.Stringer, start time.Time, err error,
 type metricsCollector struct {
 	n *Node
 
-	stepsRunning, stepsQueued, slotsFree, heldPacks, guardCopies, guardPending, joinCopies, originsRunning, draining, peers, breakers *prometheus.Desc
+	stepsRunning, stepsQueued, slotsFree, heldPacks, guardCopies, guardPending, joinCopies, originsRunning, draining, peers, breakers, connections *prometheus.Desc
 }
 
 type heldCounts struct{ held, origins int }
@@ -279,12 +279,13 @@ func newMetricsCollector(n *Node) *metricsCollector {
 		draining:       d("bedwe_draining", "1 while this node drains before its zone's power cut, else 0."),
 		peers:          d("bedwe_peers", "Peers in this node's view of the mesh (itself included), by zone and power now per the timetable: powered, dark, unknown (beyond the timetable or zone not in it) or none (no timetable).", "zone", "power"),
 		breakers:       d("bedwe_breakers", "Circuit breakers of the peers in this node's view, by state: closed, open, half-open.", "state"),
+		connections:    d("bedwe_connections", "Connections open to other peers now (nothing trims them: hops and requests open them, and they stay until a peer goes away)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.stepsRunning, c.stepsQueued, c.slotsFree, c.heldPacks, c.guardCopies, c.guardPending, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers} {
+	for _, d := range []*prometheus.Desc{c.stepsRunning, c.stepsQueued, c.slotsFree, c.heldPacks, c.guardCopies, c.guardPending, c.joinCopies, c.originsRunning, c.draining, c.peers, c.breakers, c.connections} {
 		ch <- d
 	}
 }
@@ -321,6 +322,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.guardCopies, float64(copies))
 	gauge(c.guardPending, float64(pending))
+	gauge(c.connections, float64(len(n.host.Network().Conns())))
 	acting, replica := 0, 0
 	for _, jc := range n.joins.all() {
 		jc.view(func(m *join.Join) {

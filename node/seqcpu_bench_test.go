@@ -23,8 +23,10 @@ import (
 // costs of n processes sharing two cores that the testnet's figure
 // (docs/bench/hop-cpu.sh) includes. commits/step, requests/step and
 // announcements/step (presence announcements, refreshes included) say
-// what each step did; the first workflow, outside the measurement, makes
-// the connections.
+// what each step did, and conns/node how many connections a node held at
+// the end. The first workflow, outside the measurement, makes the first
+// connections; at 40 nodes the measured ones still make more (a 200-step
+// workflow meets only part of the 780 pairs), which shows in conns/node.
 //
 //	go test ./node -run XXX -bench SequenceCPU -benchtime 5x
 //
@@ -66,6 +68,7 @@ func BenchmarkSequenceCPU(b *testing.B) {
 			b.ReportMetric((journalWrites(b, nodes)-commits)/all, "commits/step")
 			b.ReportMetric((muxRequests(b, nodes)-requests)/all, "requests/step")
 			b.ReportMetric((announcements(b, nodes)-announced)/all, "announcements/step")
+			b.ReportMetric(connections(b, nodes)/float64(n), "conns/node")
 		})
 	}
 }
@@ -102,6 +105,16 @@ func muxRequests(t testing.TB, nodes []api.NodeFile) float64 {
 				sum += v
 			}
 		}
+	}
+	return sum
+}
+
+// connections is the number of connections the nodes hold open, both
+// ends counted.
+func connections(t testing.TB, nodes []api.NodeFile) float64 {
+	sum := 0.0
+	for _, nf := range nodes {
+		sum += scrape(t, nf.HTTP)["bedwe_connections"]
 	}
 	return sum
 }

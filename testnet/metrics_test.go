@@ -79,6 +79,9 @@ func TestMetricsOfTestnetNodes(t *testing.T) {
 			}
 		}
 		ok += metrics[`bedwe_step_runs_total{outcome="ok"}`]
+		if metrics["bedwe_connections"] < 1 {
+			t.Errorf("node %d: bedwe_connections is %v in a connected mesh", nd.Index, metrics["bedwe_connections"])
+		}
 	}
 	if ok != 3 {
 		t.Errorf("bedwe_step_runs_total{outcome=\"ok\"} sums to %v over the nodes, want 3", ok)
