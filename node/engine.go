@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -174,7 +175,10 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	settled := held.Settled{Result: held.SettleOK}
 	var takenBy takenError
-	answers, err := n.settleMissing(ctx, p.Attempt, p.Settle, n.successorOf(p), ride)
+	// Every settle of this hand-over ends within acceptSettleBudget, the
+	// fallback after an unanswered ride included: the sender is waiting.
+	settleCtx := withSettleDeadline(ctx, time.Now().Add(acceptSettleBudget))
+	answers, err := n.settleMissing(settleCtx, p.Attempt, p.Settle, n.successorOf(p), ride)
 	if errors.Is(err, errRideUnanswered) {
 		// The backup did not answer the copy it was sent with its
 		// release, and nothing else was released: it stays named (it may
@@ -190,7 +194,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 				return refuse(api.CodeInternal, err.Error())
 			}
 		}
-		answers, err = n.settleMissing(ctx, p.Attempt, p.Settle, n.successorOf(p), nil)
+		answers, err = n.settleMissing(settleCtx, p.Attempt, p.Settle, n.successorOf(p), nil)
 	}
 	if err == nil && n.refuseSettled.fires(head.Name, n.cfg.DataDir) {
 		n.log.Warn("failpoint: refusing a settled hand-over as unsettled", "failpoint", FailpointRefuseSettled, "workflow", p.WorkflowID, "step", head.Name)
@@ -460,10 +464,15 @@ func holderBackupStore(rec held.Record, first, self pack.Peer) api.GuardStore {
 // work this peer does not keep after all: they drop the copy naming this
 // peer and record nothing as moved on (node/guard G11), since the step
 // lives on elsewhere (with its sender, or the peer that took it first).
+//
+// All at once, and it returns when every one answered or timed out: a
+// refusal waits for it, and its sender for the refusal.
 func (n *Node) withdrawBackups(ctx context.Context, key string, attempt int, backups []pack.Peer) {
+	var wg sync.WaitGroup
 	for _, b := range backups {
-		n.guardCall(ctx, b, api.GuardWithdraw{Key: key, Attempt: attempt}, settleCallTimeout)
+		wg.Go(func() { n.guardCall(ctx, b, api.GuardWithdraw{Key: key, Attempt: attempt}, settleCallTimeout) })
 	}
+	wg.Wait()
 }
 
 // learnFrom teaches the outage view how long the newest step of trace took,

@@ -66,6 +66,51 @@ const settleCallTimeout = 2 * time.Second
 // would try another peer while this one takes the work.
 const settleBudget = 5 * time.Second
 
+// acceptSettleBudget bounds every settle of one hand-over together — the
+// reach probe of several items, the release the backup's copy rides, and
+// the plain settle after a ride nobody answered — so that a receiver whose
+// guardians of the step before are stalled refuses the hand-over as
+// unsettled while its sender still waits for the answer (its call ends
+// after Config.StreamTimeout, 10 s by default; the withdrawals a refusal
+// sends first take up to settleCallTimeout more). Each settle alone had its
+// own settleBudget, and a ride's two rounds plus the settle after it took
+// the receiver past its sender's call: the sender saw no answer instead of
+// a refusal, and failed the workflow once no peer offering the step
+// answered (docs/reliability-core.md, Left undone 21).
+const acceptSettleBudget = 6 * time.Second
+
+// minSettleCall is the shortest a settle call is given when the settle's
+// deadline is nearer than settleCallTimeout.
+const minSettleCall = 500 * time.Millisecond
+
+type settleDeadlineKey struct{}
+
+// withSettleDeadline bounds every settle round started under the returned
+// context by t (an earlier bound already on ctx stays).
+func withSettleDeadline(ctx context.Context, t time.Time) context.Context {
+	if d, ok := ctx.Value(settleDeadlineKey{}).(time.Time); ok && d.Before(t) {
+		return ctx
+	}
+	return context.WithValue(ctx, settleDeadlineKey{}, t)
+}
+
+// settleDeadline is when the rounds of a settle starting now must end:
+// settleBudget from now, or ctx's settle bound when that is sooner.
+func settleDeadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(settleBudget)
+	if d, ok := ctx.Value(settleDeadlineKey{}).(time.Time); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline
+}
+
+// settleCallWithin is how long one settle call may take given the
+// settle's deadline: settleCallTimeout, less when the deadline is nearer,
+// never under minSettleCall.
+func settleCallWithin(deadline time.Time) time.Duration {
+	return max(minSettleCall, min(settleCallTimeout, time.Until(deadline)))
+}
+
 // settle carries out items for work of workflow wf held here at attempt,
 // all at once, and waits for every answer. It returns errSuperseded when a
 // guardian said it had re-routed the step being released, errUnsettled
@@ -340,7 +385,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		}
 		answered[i] = !others || (settled != nil && settled[i]) // settled by this peer's own answer alone, or before
 	}
-	deadline := time.Now().Add(settleBudget)
+	deadline := settleDeadline(ctx)
 	var superseded atomic.Bool
 	var takenBy atomic.Value // string
 	// held: items a guardian answered Pending (G13): another guardian of
@@ -350,13 +395,14 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 	var heldMu sync.Mutex
 	run := func(calls []call) []bool {
 		failed := make([]bool, len(calls))
+		within := settleCallWithin(deadline)
 		var wg sync.WaitGroup
 		for ci, c := range calls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				m := msg(items[c.item], c.to)
-				rep, err := n.guardCallErr(ctx, c.to, m, settleCallTimeout)
+				rep, err := n.guardCallErr(ctx, c.to, m, within)
 				if err != nil {
 					failed[ci] = true
 					n.log.Debug("settle call failed", "op", m.Protocol(), "key", items[c.item].Key, "probe", probe, "peer", rpc.ShortIDString(c.to.ID), "err", err)
@@ -428,9 +474,13 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 			n.log.Warn("settle unanswered", "probe", probe, "peers", silent)
 			return fmt.Errorf("%w (%s)", errUnsettled, strings.Join(silent, ", "))
 		}
+		// A peer that answered Pending is kept: it answers pings. All at
+		// once: each may wait a ping's timeout.
+		var fresh sync.WaitGroup
 		for _, c := range retry {
-			n.freshConn(ctx, c.to) // a peer that answered Pending is kept: it answers pings
+			fresh.Go(func() { n.freshConn(ctx, c.to) })
 		}
+		fresh.Wait()
 		calls = retry
 	}
 	if len(own) > 0 {
@@ -541,7 +591,12 @@ func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settl
 			rest.Peers = append(rest.Peers, g)
 		}
 	}
-	err := n.settleRounds(ctx, []pack.Settle{first}, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
+	// One round: a ride nobody answered falls back to another backup and
+	// a plain settle, which must fit in what is left of the hand-over's
+	// acceptSettleBudget (a second round on a fresh connection would take
+	// most of it).
+	rideCtx := withSettleDeadline(ctx, time.Now().Add(settleCallTimeout))
+	err := n.settleRounds(rideCtx, []pack.Settle{first}, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 		r, _ := settleMsg(it, attempt, self, by).(api.GuardRelease)
 		return api.GuardStoreRelease{Store: ride.store, Release: r}
 	}, false, took, nil)
