@@ -682,7 +682,7 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	if a.Primary.ID != "" {
 		rep := n.guardCall(ctx, a.Primary, api.GuardStatus{Key: key, Holder: a.Silent, Attempt: a.Attempt}, settleCallTimeout)
 		ans.Reached = rep.Error == ""
-		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Handing: rep.Handing, Attempt: rep.Attempt, Holder: rep.Holder}
+		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Handing: rep.Handing, Attempt: rep.Attempt, Holder: rep.Holder, TookKey: rep.TookKey}
 	}
 	if ans.Reached && ans.Reply.Handing {
 		n.log.Info("not re-routing: the primary guardian is still handing the step on", "key", key, "primary", rpc.ShortIDString(a.Primary.ID), "silent", rpc.ShortIDString(a.Silent))
@@ -1325,6 +1325,9 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 			return n.stepGuardReply(m.Key, guard.Rerouting{From: from.String(), Holder: m.Holder, Attempt: m.Attempt, At: time.Now().UTC()})
 		}
 		r := n.guards.view(m.Key).Status()
+		if m.Holder != "" {
+			r = n.guards.view(m.Key).AskedByBackup(m.Holder, m.Attempt)
+		}
 		rep := guardReply(&r)
 		// No copy yet because this peer is handing the step on: the
 		// asking backup waits (G15).

@@ -112,6 +112,33 @@ func (m *Manifest) Partition(a, b []int) error {
 	return nil
 }
 
+// CutOneWay has every node in to drop what the nodes in from send it, and
+// nothing more: from still hears to. On a connection already open, what
+// a node in to sends arrives and the answers do not (nor do the
+// acknowledgements: it sends again, and the far side drops the copies);
+// a new connection from to is never made (the handshake's answer is
+// lost). Heal removes it with the partitions.
+func (m *Manifest) CutOneWay(to, from []int) error {
+	if err := m.requireNetns(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, i := range to {
+		var addrs []string
+		for _, k := range from {
+			if i == k {
+				return fmt.Errorf("node %d is on both sides of the cut", i)
+			}
+			addrs = append(addrs, m.Nodes[k].Addr)
+		}
+		errs = append(errs, m.nft(i, "add element inet bedwe cut { "+strings.Join(addrs, ", ")+" }\n"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("one-way cut: %w", err)
+	}
+	return nil
+}
+
 // Heal removes every partition (loss and rate limits stay).
 func (m *Manifest) Heal() error {
 	if err := m.requireNetns(); err != nil {

@@ -205,7 +205,14 @@
 //     before a re-route ([Rerouting]) names the successor and the work of
 //     its tombstone (Reply.Holder, TookKey), so that the asker counts
 //     "released by that successor" as moved on only if the successor
-//     does not say it never took the work (node: askCoGuardians).
+//     does not say it never took the work (node: askCoGuardians). A
+//     pending copy's holder is watched anew when the release comes (a
+//     late release, after the holder was found silent, had no second
+//     Silent to ask the successor). A backup whose primary answers
+//     "released by this successor" at the silent holder's attempt
+//     ([Guard.AskedByBackup]) keeps its copy as pending and asks that
+//     successor too, rather than drop it (it had answered "released" to
+//     a primary that then found the successor never took the work).
 //     Before, the copy went with the release: a sender whose receiver
 //     refused the hand-over as unsettled, and that was then killed for
 //     good, left nobody to re-route its step (reliability-core "Left
@@ -806,6 +813,21 @@ func (g *Guard) Owner(from string, attempt int) Reply {
 	return r
 }
 
+// AskedByBackup answers a backup guardian whose holder went silent and
+// that asks this primary about the holder's attempt (G3): Status, and when
+// a tombstone of that very attempt names the successor that released it
+// and the work it took, those too (Holder, TookKey), as Rerouting and
+// Owner do. Such a release may not be confirmed yet (G17: the successor
+// may have refused the hand-over after it was recorded), so the backup
+// keeps its copy as pending and asks that successor rather than drop it.
+func (g *Guard) AskedByBackup(holder string, attempt int) Reply {
+	r := g.Status()
+	if m := g.mark; g.copy == nil && m != nil && m.Attempt == attempt && !m.Rerouted && m.By != "" && m.ByKey != "" {
+		r.Holder, r.TookKey = pack.Peer{ID: m.By}, m.ByKey
+	}
+	return r
+}
+
 // Step applies one event and returns what the node must do.
 func (g *Guard) Step(ev Event) Ready {
 	rd := g.step(ev)
@@ -1148,9 +1170,13 @@ func (g *Guard) release(e Release) Ready {
 	}
 	if pending != nil {
 		// G17: kept, and its holder watched, until the release is
-		// confirmed.
+		// confirmed. Watched anew if need be: a holder already found
+		// silent before this release came (a late one, its answer lost)
+		// is no longer watched, and without a second Silent the successor
+		// would never be asked.
 		g.pending, g.askedTook = pending, time.Time{}
 		rd.Unwatch = nil
+		rd.Watch = append(rd.Watch, pending.Holder)
 	}
 	rd.Reply = &Reply{OK: true}
 	return rd
@@ -1212,6 +1238,23 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		// silent (it asks the successor too); watch the holder again and
 		// ask again.
 		return Ready{Watch: []pack.Peer{g.copy.Holder}}
+	case r.Released && r.Attempt == g.copy.Attempt && r.Holder.ID != "" && r.TookKey != "":
+		// G17 at a backup: the primary was released by a named successor,
+		// which may have refused the hand-over after its release was
+		// recorded (the primary's own copy is pending, or was lost to a
+		// restart). The holder is silent already: keep this copy as
+		// pending beside the same tombstone and ask that successor now.
+		// Dropping it instead lost the workflow when the primary later
+		// restored its copy and, before re-routing, heard from this backup
+		// that the step was released (a one-way cut in the twenty-seventh
+		// session's namespace test).
+		pending := g.copy
+		rd := g.forget(g.copy.Attempt, e.At)
+		g.mark.By, g.mark.ByKey = r.Holder.ID, r.TookKey
+		g.pending, g.askedTook = pending, time.Time{}
+		rd.Unwatch = nil
+		rd.AskSuccessor = g.askSuccessor().AskSuccessor
+		return rd
 	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)
 	case r.Attempt < g.copy.Attempt:

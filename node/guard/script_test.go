@@ -52,7 +52,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "handback":
 		ev = Handback{From: a["from"], Attempt: script.Int(t, a, "attempt", 0), Why: "cut"}
 	case "primary-answer":
-		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Handing: a["handing"] == "true", Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "holder-attempt", 0)}
+		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Handing: a["handing"] == "true", Holder: pack.Peer{ID: a["holder"]}, TookKey: a["took-key"], Attempt: script.Int(t, a, "holder-attempt", 0)}
 		ev = PrimaryAnswer{Silent: a["silent"], Attempt: script.Int(t, a, "attempt", 0), Reached: a["reached"] != "false", Reply: r, At: clock(t, a)}
 	case "claim":
 		ev = Claim{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
