@@ -26,14 +26,7 @@ import (
 // and 5, the other steps only by nodes 0 to 3, so o's receiver is never
 // sleepC's holder.
 func TestAReceiverAnswersWhileTheGuardiansBeforeItAreFrozen(t *testing.T) {
-	m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: func(i int) string {
-		if i >= 4 {
-			return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n  - {match: \"o\", kind: echo}\n"
-		}
-		return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n" +
-			"  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n" +
-			"  - {match: \"a\", kind: echo}\n  - {match: \"b\", kind: echo}\n"
-	}})
+	m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: oApart})
 	st := submitAt0(t, m, "a sleepC o[once=true] b", "--input", `{"sleep_ms": 4000}`)
 
 	// sleepC's holder, and its guardians: the nodes keeping a live guard
@@ -98,6 +91,18 @@ func TestAReceiverAnswersWhileTheGuardiansBeforeItAreFrozen(t *testing.T) {
 			t.Errorf("%s ran %d times, want once (nothing was killed)", svc, runs[svc])
 		}
 	}
+}
+
+// oApart is the services of a 6-node testnet where o runs only on nodes 4
+// and 5, and a, b and the sleep steps only on nodes 0 to 3: o's receiver is
+// never the holder of the step before it.
+func oApart(i int) string {
+	if i >= 4 {
+		return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n  - {match: \"o\", kind: echo}\n"
+	}
+	return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n" +
+		"  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n" +
+		"  - {match: \"a\", kind: echo}\n  - {match: \"b\", kind: echo}\n"
 }
 
 // awaitEvent waits up to a minute for an event matching ok in any node's
