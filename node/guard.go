@@ -344,7 +344,16 @@ func guardReply(r *guard.Reply) api.GuardReply {
 		return api.GuardReply{OK: true}
 	}
 	return api.GuardReply{OK: r.OK, Known: r.Known, Released: r.Released, Superseded: r.Superseded,
-		Pending: r.Pending, Attempt: r.Attempt, Holder: r.Holder, TookKey: r.TookKey, Error: r.Error}
+		Pending: r.Pending, Handing: r.Handing, Recording: r.Recording, Rerouting: r.Rerouting, Attempt: r.Attempt,
+		Holder: r.Holder, TookKey: r.TookKey, Error: r.Error}
+}
+
+// machineReply is a guardian's answer as the guard machine reads it (the
+// inverse of guardReply).
+func machineReply(r api.GuardReply) guard.Reply {
+	return guard.Reply{OK: r.OK, Known: r.Known, Released: r.Released, Superseded: r.Superseded,
+		Pending: r.Pending, Handing: r.Handing, Recording: r.Recording, Rerouting: r.Rerouting, Attempt: r.Attempt,
+		Holder: r.Holder, TookKey: r.TookKey, Error: r.Error}
 }
 
 // guardKey names a step in flight: workflow and step path (attempts share it).
@@ -682,7 +691,7 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	if a.Primary.ID != "" {
 		rep := n.guardCall(ctx, a.Primary, api.GuardStatus{Key: key, Holder: a.Silent, Attempt: a.Attempt}, settleCallTimeout)
 		ans.Reached = rep.Error == ""
-		ans.Reply = guard.Reply{OK: rep.OK, Known: rep.Known, Released: rep.Released, Handing: rep.Handing, Attempt: rep.Attempt, Holder: rep.Holder, TookKey: rep.TookKey}
+		ans.Reply = machineReply(rep)
 	}
 	if ans.Reached && ans.Reply.Handing {
 		n.log.Info("not re-routing: the primary guardian is still handing the step on", "key", key, "primary", rpc.ShortIDString(a.Primary.ID), "silent", rpc.ShortIDString(a.Silent))
@@ -713,17 +722,33 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		n.redispatch(ctx, key, p, o) // the origin's first pack, starting with a FORK or CHOICE
 		return
 	}
-	if o.Handback {
-		if n.workflowEnded(ctx, p) {
-			n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	for {
+		if o.Handback {
+			if n.workflowEnded(ctx, p) {
+				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+				return
+			}
+		} else if !n.mayReroute(ctx, key, o, p) {
 			return
 		}
-	} else if !n.mayReroute(ctx, key, o, p) {
-		return
-	}
-	rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt})
-	if err != nil || !rd.Claimed {
-		return // re-routed already, being re-routed, or released
+		rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+		if err != nil {
+			return
+		}
+		if rd.Claimed {
+			break
+		}
+		if rd.RecordingUntil.IsZero() {
+			return // re-routed already, being re-routed, or released
+		}
+		// G18: a join or an origin is recording the holder's next hop;
+		// its release drops this copy. Ask again once the hold is over.
+		n.log.Info("not re-routing yet: a join or an origin is recording the step's next hop", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "silent", rpc.ShortIDString(o.Holder.ID))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(rd.RecordingUntil)):
+		}
 	}
 	silent := o.Holder
 	note := fmt.Sprintf("holder %s (zone %s) %s; re-routed by %s as attempt %d",
@@ -808,6 +833,7 @@ const coGuardianWait = 5 * time.Second
 func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
 	wait := 500 * time.Millisecond
 	began := time.Now()
+	var unsureSince time.Time // first round a named successor did not answer
 	for round := 0; ; round++ {
 		c := n.guards.view(key).Copy()
 		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
@@ -816,16 +842,42 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
 			return false
 		}
-		movedOn, originReached, peersReached, asked := n.stepMovedOn(ctx, key, o, c, p)
-		if movedOn || ctx.Err() != nil {
+		a := n.stepMovedOn(ctx, key, o, c, p)
+		if a.movedOn || ctx.Err() != nil {
 			return false
 		}
-		goAhead := peersReached
+		goAhead := a.peersReached
 		switch {
+		case a.successorUnsure:
+			// A co-guardian was released by a successor that has not
+			// said whether it took the work: wait for its word (node/guard
+			// G17), up to SuccessorGrace, as for a pending copy's own
+			// successor (askTook).
+			if unsureSince.IsZero() {
+				unsureSince = time.Now()
+			}
+			if time.Since(unsureSince) >= guard.SuccessorGrace {
+				n.log.Warn("not re-routing: a successor a co-guardian named never said whether it took the work; taken as moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "after", guard.SuccessorGrace)
+				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+				return false
+			}
+			n.log.Info("not re-routing yet: waiting for the successor a co-guardian named to say whether it took the work", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+			goAhead = false
+		case a.recording:
+			// The co-guardian holds its own re-route off until the record's
+			// release, or RecordingHold (G18); so does this one.
+			n.log.Info("not re-routing yet: a co-guardian says a join or an origin is recording the step's next hop", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+			goAhead = false
+		case a.rerouting:
+			// A co-guardian claimed the re-route first (G19): its notice
+			// (G7) drops this copy; if it gives up instead, the next round
+			// finds it no longer re-routing.
+			n.log.Info("not re-routing yet: another guardian of the step is re-routing it", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
+			goAhead = false
 		case goAhead:
-		case !originReached && n.cutOff(ctx, o.Holder.ID):
+		case !a.originReached && n.cutOff(ctx, o.Holder.ID):
 			n.log.Warn("not re-routing yet: no other peer answers; this peer may be cut off", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
-		case asked == 0 || time.Since(began) >= coGuardianWait:
+		case a.asked == 0 || time.Since(began) >= coGuardianWait:
 			goAhead = true
 		default:
 			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
@@ -844,8 +896,8 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 				// Those checks take seconds: the answers above are stale
 				// now (CI saw a flapping-link run re-route a step of a
 				// workflow that had ended meanwhile). Ask again.
-				movedOn, originReached, peersReached, _ := n.stepMovedOn(ctx, key, o, c, p)
-				if movedOn || ctx.Err() != nil {
+				a := n.stepMovedOn(ctx, key, o, c, p)
+				if a.movedOn || ctx.Err() != nil {
 					return false
 				}
 				// Nobody answered that last question: a cut may have begun
@@ -853,11 +905,17 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 				// session re-routed a step whose release this peer had
 				// missed, while its co-guardian knew it was released).
 				// Ping again before acting on silence.
-				if originReached || peersReached || !n.cutOff(ctx, o.Holder.ID) {
+				switch {
+				case a.successorUnsure || a.recording || a.rerouting:
+					// Asked again next round (above).
+				case a.originReached || a.peersReached || !n.cutOff(ctx, o.Holder.ID):
 					return true
+				default:
+					n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 				}
+			} else {
+				n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 			}
-			n.log.Warn("not re-routing yet: this peer seems cut off now", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
 		}
 		select {
 		case <-ctx.Done():
@@ -868,39 +926,74 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 	}
 }
 
+// movedOnAnswer is what one round of stepMovedOn found.
+type movedOnAnswer struct {
+	movedOn       bool // nothing to re-route: the step moved on (the copy was dropped), or the primary acts (G19)
+	originReached bool // an origin of the workflow answered
+	peersReached  bool // a co-guardian answered
+	asked         int  // co-guardians asked
+	// successorUnsure: a co-guardian was released by a named successor
+	// that did not say whether it took the work (no answer in time, or
+	// still taking it), and nothing else says the step moved on. The step
+	// must not be re-routed on this round's answers (node/guard G17).
+	successorUnsure bool
+	// recording: a co-guardian says a join or an origin is recording the
+	// attempt's next hop; not re-routed on this round's answers either
+	// (node/guard G18). rerouting: a co-guardian claimed the re-route
+	// already; its notice is waited for (G19).
+	recording, rerouting bool
+}
+
 // stepMovedOn asks the workflow's origins and the step's other guardians,
 // all at once, whether the step moved on (the workflow ended, or a
 // co-guardian was released at c's attempt or later); when it did, the copy
 // is dropped (MovedOn). It also says whether an origin and a co-guardian
-// answered, and how many co-guardians it asked.
-func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *guard.Record, p *pack.Pack) (movedOn, originReached, peersReached bool, asked int) {
-	var ended, released, stale bool
+// answered, how many co-guardians it asked, and whether a successor a
+// co-guardian named left the answer open.
+func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *guard.Record, p *pack.Pack) movedOnAnswer {
+	var ended, stale bool
+	var co coGuardianAnswer
+	var a movedOnAnswer
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); ended, originReached = n.workflowEndedReached(ctx, p) }()
-	go func() { defer wg.Done(); released, peersReached, asked = n.askCoGuardians(ctx, key, c) }()
+	go func() { defer wg.Done(); ended, a.originReached = n.workflowEndedReached(ctx, p) }()
+	go func() { defer wg.Done(); co = n.askCoGuardians(ctx, key, c) }()
 	go func() { defer wg.Done(); stale = n.chainSuperseded(ctx, c, p) }()
 	wg.Wait()
+	released := co.movedOn
+	a.peersReached, a.asked = co.reached, co.asked
 	if ctx.Err() != nil {
-		return false, originReached, peersReached, asked
+		return a
 	}
 	if stale && !ended && !released {
 		// Dropped first, then said: a reader of the log finds it dropped.
 		n.stepGuardLogged(key, guard.ChainSuperseded{Holder: o.Holder.ID, Attempt: o.Attempt})
 		n.log.Info("not re-routing: a guardian of the step before re-routed it past this chain", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "holder", rpc.ShortIDString(o.Holder.ID))
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: p.WorkflowID, Step: headPath(p), Attempt: o.Attempt, Peer: o.Holder.ID, Reason: "guard copy of a superseded chain dropped"})
-		return true, originReached, peersReached, asked
+		a.movedOn = true
+		return a
 	}
 	if !(ended || released) {
-		return false, originReached, peersReached, asked
+		if co.primaryGuards {
+			// G19: the primary this copy stood in for answers now, with a
+			// live copy of the same attempt: it acts, and this copy is a
+			// backup again.
+			n.stepGuardLogged(key, guard.PrimaryGuards{Holder: o.Holder.ID, Attempt: o.Attempt})
+			n.log.Info("not re-routing: the primary guardian this backup stood in for answers and guards the step", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "primary", rpc.ShortIDString(c.Primary.ID))
+			a.movedOn = true
+			return a
+		}
+		a.successorUnsure, a.recording, a.rerouting = co.successorUnsure, co.recording, co.rerouting
+		return a
 	}
 	why := "the workflow has ended"
 	if released {
-		why = "another guardian of the step was released"
+		why = "another guardian of the step was released, or re-routed it past this attempt"
 	}
 	n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
 	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
-	return true, originReached, peersReached, asked
+	a.movedOn = true
+	return a
 }
 
 // chainSuperseded probes the release of the step before c's step, as c's
@@ -1038,12 +1131,40 @@ func (n *Node) answersFreshOnce(ctx context.Context, id peer.ID) bool {
 // security and muxer handshakes, then the round trip) on a loaded board.
 const freshPingTimeout = 3 * time.Second
 
+// coGuardianAnswer is what askCoGuardians found.
+type coGuardianAnswer struct {
+	movedOn bool // a co-guardian was released at c's attempt or later
+	reached bool // a co-guardian answered
+	asked   int  // co-guardians asked
+	// successorUnsure: released by a named successor at c's attempt, and
+	// that successor said neither that it took the work nor that it never
+	// did (no answer in time, or still taking it).
+	successorUnsure bool
+	// recording: a co-guardian says a join or an origin is recording the
+	// attempt's next hop (G18).
+	recording bool
+	// rerouting: a co-guardian has claimed the re-route of the attempt
+	// (G19).
+	rerouting bool
+	// primaryGuards: c stood in for its primary (G3), and the primary
+	// answered with a live copy of the same holder's attempt (G19).
+	primaryGuards bool
+}
+
 // askCoGuardians asks the other guardians named in c (its backups, or
-// the primary of a backup copy) what they know of key: movedOn when one
-// was released at c's attempt or later; reached when one answered; asked
-// how many it asked. One that does not answer gets a fresh connection for
-// the next round.
-func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) (movedOn, reached bool, asked int) {
+// the primary of a backup copy) what they know of key: moved on when one
+// was released at c's attempt or later (by a successor named with its
+// work, only once that successor says it took it, or does not say it
+// never did: node/guard G17); reached when one answered; how many it
+// asked. One that does not answer gets a fresh connection for the next
+// round.
+//
+// A named successor that does not answer leaves the question open
+// (successorUnsure), not moved on: under the race detector a slow
+// successor made a primary drop its copy of a step that successor had
+// refused, and the backup then followed the primary's "released"
+// (reliability-core "Left undone" 22). The caller asks again next round.
+func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) coGuardianAnswer {
 	self := n.selfID
 	var peers []pack.Peer
 	// c.Primary too, though a backup re-routes only once its primary did
@@ -1059,6 +1180,7 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 	// question and the re-route's notice (G7) cannot start a second chain.
 	q := api.GuardStatus{Key: key, Rerouting: true, Holder: c.Holder.ID, Attempt: c.Attempt}
 	replies, errs := n.guardCallAll(ctx, peers, func(pack.Peer) api.GuardRequest { return q }, settleCallTimeout)
+	a := coGuardianAnswer{asked: len(peers)}
 	// Released by a named successor at this very attempt: moved on only if
 	// that successor does not say it never took the work (node/guard G17).
 	var successors []pack.Peer
@@ -1068,8 +1190,17 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 			n.freshConn(ctx, peers[i])
 			continue
 		}
-		reached = true
+		a.reached = true
+		a.recording = a.recording || rep.Recording
+		a.rerouting = a.rerouting || rep.Rerouting
 		switch {
+		case rep.Known && !rep.Released && rep.Attempt > c.Attempt:
+			// A live copy of a later attempt: the step was re-routed past
+			// c's (its notice, G7, did not reach this copy).
+			a.movedOn = true
+		case c.StoodIn && peers[i].ID == c.Primary.ID && rep.Known && !rep.Released &&
+			rep.Attempt == c.Attempt && rep.Holder.ID == c.Holder.ID:
+			a.primaryGuards = true
 		case !rep.Known || !rep.Released || rep.Attempt < c.Attempt:
 		case rep.Attempt == c.Attempt && rep.Holder.ID != "" && rep.TookKey != "":
 			if _, ok := took[rep.Holder.ID]; !ok {
@@ -1077,17 +1208,20 @@ func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) 
 				took[rep.Holder.ID] = rep.TookKey
 			}
 		default:
-			movedOn = true
+			a.movedOn = true
 		}
 	}
-	if !movedOn && len(successors) > 0 {
-		if n.askSuccessors(ctx, key, successors, took) == held.SuccessorNeverTook {
+	if !a.movedOn && len(successors) > 0 {
+		switch n.askSuccessors(ctx, key, successors, took) {
+		case held.SuccessorNeverTook:
 			n.log.Info("co-guardians were released by successors that never took the work", "key", key, "successors", len(successors))
-		} else {
-			movedOn = true
+		case held.SuccessorTook:
+			a.movedOn = true
+		default:
+			a.successorUnsure = true
 		}
 	}
-	return movedOn, reached, len(peers)
+	return a
 }
 
 // cutOff reports whether this peer seems cut off from the mesh: it knows
@@ -1312,7 +1446,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		return n.storeAndRelease(from, m)
 	case api.GuardRelease:
 		if m.Probe {
-			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, At: time.Now().UTC()})
+			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, Recording: m.Recording, At: time.Now().UTC()})
 		}
 		return n.releaseGuard(m)
 	case api.GuardWithdraw:
@@ -1326,7 +1460,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		}
 		r := n.guards.view(m.Key).Status()
 		if m.Holder != "" {
-			r = n.guards.view(m.Key).AskedByBackup(m.Holder, m.Attempt)
+			r = n.guards.view(m.Key).AskedByBackup(m.Holder, m.Attempt, time.Now().UTC())
 		}
 		rep := guardReply(&r)
 		// No copy yet because this peer is handing the step on: the

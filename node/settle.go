@@ -333,8 +333,10 @@ func (n *Node) yield(items []pack.Settle, attempt int, self, first string, took 
 // asks before it records a branch end or a completion, so that a
 // superseded chain's is refused (I1), and releases the guardians (settle)
 // only once it has recorded it: released guardians must never be left
-// with nothing recorded. An item none of whose guardians answers is
-// errUnsettled, as for settle: the sender tries again.
+// with nothing recorded. The probe says so (Recording): a guardian that
+// answers it holds its re-route off until the release (node/guard G18).
+// An item none of whose guardians answers is errUnsettled, as for settle:
+// the sender tries again.
 func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 	var probe []pack.Settle
 	for _, it := range items {
@@ -346,7 +348,7 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 		return nil
 	}
 	return n.settleRounds(ctx, probe, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
-		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true}
+		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Probe: true, Recording: true}
 	}, true, nil, nil)
 }
 

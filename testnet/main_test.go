@@ -47,13 +47,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testnetDir is where a test's testnet keeps its journals and logs: a
+// temporary directory removed after the test, or, with BEDWE_TEST_KEEP_DIR
+// set, a new directory under it that is kept (to read a failed run's debug
+// logs, with BEDWE_TESTNET_LOG_LEVEL=debug).
+func testnetDir(t *testing.T) string {
+	keep := os.Getenv("BEDWE_TEST_KEEP_DIR")
+	if keep == "" {
+		return t.TempDir()
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dir, err := os.MkdirTemp(keep, name+"-")
+	if err != nil {
+		t.Fatalf("keep the testnet's directory: %v", err)
+	}
+	t.Logf("testnet directory kept: %s", dir)
+	return dir
+}
+
 // up starts a testnet that is torn down when the test ends; on failure the
 // tail of every node's log is printed.
 func up(t *testing.T, opts testnet.Options) *testnet.Manifest {
 	t.Helper()
 	opts.Binary = bedweBin
 	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
+		opts.Dir = testnetDir(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

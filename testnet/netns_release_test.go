@@ -43,13 +43,6 @@ const guardRestoredLine = "never took the work and its holder is silent"
 // (a new one cannot be made through the cut); up to three tries, each
 // checked, and the test is skipped, saying so, when none made it.
 func TestNetnsAReleaseWhoseAnswerWasLostIsConfirmed(t *testing.T) {
-	if raceEnabled {
-		// Two of five runs under the race detector lost the workflow: a
-		// successor too slow to answer a primary's co-guardian check counts
-		// as moved on (docs/reliability-core.md, Left undone 22). Skipped
-		// there until that is fixed.
-		t.Skip("lost the workflow in 2 of 5 runs under the race detector: reliability-core Left undone 22")
-	}
 	m := upNetns(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: oApart})
 	// Warm up, so that the nodes have connections open to each other (the
 	// one-way cut lets requests through only on those).

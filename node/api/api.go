@@ -324,6 +324,14 @@ type GuardReply struct {
 	// held key); the restarted holder asks it (HeldTook) before it drops
 	// its step (node/guard G16, node/held H7).
 	TookKey string `cbor:"13,keyasint,omitempty"`
+	// Recording (GuardStatus): a join or an origin is recording the asked
+	// attempt's next hop at this guardian; the asker waits rather than
+	// re-route (node/guard G18).
+	Recording bool `cbor:"14,keyasint,omitempty"`
+	// Rerouting (GuardStatus with Rerouting): the asked guardian has
+	// claimed the re-route of the asked attempt already; the asker waits
+	// for its notice rather than re-route too (node/guard G19).
+	Rerouting bool `cbor:"15,keyasint,omitempty"`
 }
 
 // RefusedPeer is a peer a node refused recently: its connection was closed

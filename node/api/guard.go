@@ -82,6 +82,11 @@ type GuardRelease struct {
 	// released its step asks that successor about ByKey (HeldTook) before
 	// it drops the step (node/held H7).
 	ByKey string `cbor:"7,keyasint,omitempty"`
+	// Recording, with Probe: a join or an origin asks before it records
+	// the chain's next hop (a branch end, a completion), and releases once
+	// it has; a guardian that answers not superseded holds its re-route
+	// off meanwhile (node/guard G18).
+	Recording bool `cbor:"8,keyasint,omitempty"`
 }
 
 // GuardStoreRelease asks one guardian to keep the copy Store and to

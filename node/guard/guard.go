@@ -217,6 +217,35 @@
 //     refused the hand-over as unsettled, and that was then killed for
 //     good, left nobody to re-route its step (reliability-core "Left
 //     undone" 19). testdata/pending.txt, testdata/pending-backup.txt.
+//   - G18 (a record's probe holds a re-route off): a join or an origin
+//     probes the release of a chain's last step before it records the
+//     chain's next hop (a branch end, a completion; G6), and releases the
+//     guardians only once it has. A live copy that answers such a probe
+//     (Release.Recording) not superseded holds its re-route off until the
+//     release drops it, or for [RecordingHold]: a Claim meanwhile is not
+//     granted (Ready.RecordingUntil; the node asks again after), and a
+//     co-guardian about to re-route ([Rerouting]) or a backup asking its
+//     primary ([Guard.AskedByBackup]) is told (Reply.Recording) and waits
+//     too. Before, a primary whose holder's link flapped claimed its
+//     re-route between the join's probe and its record: the join recorded
+//     the old chain's branch end, and the re-routed chain ran the step
+//     again 4 ms later (a CI run of flapping-link, reliability-core "Left
+//     undone" 23). testdata/recording.txt.
+//   - G19 (one guardian re-routes): a backup that stood in for a primary
+//     it could not reach (G3) still asks that primary in its last
+//     questions before the claim (node: askCoGuardians). A primary that
+//     answers with a live copy of the same holder's attempt is alive and
+//     acts: the copy is a backup again and watches the holder
+//     ([PrimaryGuards]); so it is when the primary asked this copy before
+//     re-routing that attempt within [ReroutingHold] (a Claim then is not
+//     granted). A guardian that has claimed says so to a co-guardian that
+//     asks (Reply.Rerouting), which waits for its notice (G7) rather than
+//     re-route too; and a co-guardian's live copy of a later attempt means
+//     the step was re-routed past this one (moved on). Before, after a
+//     one-way cut healed, a mute connection made the primary and its
+//     backup each miss the other's first answer; both then reached each
+//     other in their last questions, both re-routed, and an at-most-once
+//     step ran twice (twenty-eighth session). testdata/stood-in.txt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -331,6 +360,32 @@ type Guard struct {
 	// askedTook: the successor was asked about pending since (zero: not
 	// asked yet).
 	askedTook time.Time
+	// recording: a join or an origin probed a release of the copy's
+	// attempt to record the chain's next hop (G18). Not persisted: the
+	// hold is short, and a restart takes longer than a record.
+	recording recordingHold
+}
+
+// RecordingHold is how long a copy holds its re-route off after a join or
+// an origin probed a release of its attempt before recording the chain's
+// next hop (G18): far longer than a record and its release take; the
+// release ends the hold at once.
+const RecordingHold = 15 * time.Second
+
+// recordingHold is a join's or an origin's probe before it records (G18).
+type recordingHold struct {
+	attempt int
+	until   time.Time
+}
+
+// recordingUntil reports until when a re-route of attempt at at must wait
+// for a join or an origin recording its next hop (G18); zero when not.
+func (g *Guard) recordingUntil(attempt int, at time.Time) time.Time {
+	if g.copy == nil || g.copy.Attempt != attempt || g.recording.until.IsZero() ||
+		g.recording.attempt != attempt || !at.Before(g.recording.until) {
+		return time.Time{}
+	}
+	return g.recording.until
 }
 
 // SuccessorGrace is how long a guardian waits for the successor named by
@@ -467,8 +522,16 @@ type Reply struct {
 	// Handing (a primary's answer to its backup): it keeps no copy
 	// because it is handing the step on at that attempt right now (G15).
 	Handing bool
-	Attempt int
-	Holder  pack.Peer
+	// Recording (an answer to a co-guardian about to re-route, or to a
+	// backup asking its primary): a join or an origin is recording this
+	// attempt's next hop; wait rather than re-route (G18).
+	Recording bool
+	// Rerouting (an answer to a co-guardian about to re-route): this
+	// guardian has claimed the re-route of the asked attempt already;
+	// wait for its notice (G7) rather than re-route too (G19).
+	Rerouting bool
+	Attempt   int
+	Holder    pack.Peer
 	// TookKey (Owner): the work the successor Holder took when it
 	// released this attempt (G16).
 	TookKey string
@@ -533,6 +596,10 @@ type Ready struct {
 	// AskSuccessor: ask the successor that released the pending copy
 	// whether it took the work, and step SuccessorTook (G17).
 	AskSuccessor *AskTook
+	// RecordingUntil (a Claim not granted): a join or an origin is
+	// recording the attempt's next hop; ask the step's questions again
+	// after this time, then Claim again (G18).
+	RecordingUntil time.Time
 }
 
 // AskTook asks Successor whether it took Key (its held key), the work it
@@ -586,6 +653,11 @@ type Release struct {
 	// attempt first) and gives way; a tombstone naming Yield names By
 	// instead (G8). Nothing else changes.
 	Yield string
+	// Recording, with Probe: a join or an origin asks before it records
+	// the chain's next hop (a branch end, a completion), and releases
+	// once it has. A live copy of the attempt that answers not superseded
+	// holds its re-route off for RecordingHold (G18).
+	Recording bool
 }
 
 // MovedOn: the step is known to have moved on at Attempt while Holder held
@@ -625,6 +697,7 @@ type PrimaryAnswer struct {
 type Claim struct {
 	Holder  string
 	Attempt int
+	At      time.Time
 }
 
 // ClaimDispatch: the node takes over the origin's first pack (its head is
@@ -718,6 +791,15 @@ type ChainSuperseded struct {
 	Attempt int
 }
 
+// PrimaryGuards: a backup that stood in for its primary (G3) reached that
+// primary in its last questions before re-routing, and the primary still
+// guards Holder's Attempt with a live copy: the primary acts; this copy is
+// a backup again and watches the holder (G19).
+type PrimaryGuards struct {
+	Holder  string
+	Attempt int
+}
+
 // HolderLetGo: Holder no longer holds the step (its beats do not list
 // the key): a pending copy of its work is dropped (G17).
 type HolderLetGo struct {
@@ -768,6 +850,7 @@ func (NeverTook) isEvent()       {}
 func (ChainSuperseded) isEvent() {}
 func (Withdraw) isEvent()        {}
 func (Rerouting) isEvent()       {}
+func (PrimaryGuards) isEvent()   {}
 
 // Supersedes reports whether this guardian knows the step moved past
 // attempt by a re-route: it guards a newer attempt, is re-routing attempt
@@ -820,11 +903,14 @@ func (g *Guard) Owner(from string, attempt int) Reply {
 // Owner do. Such a release may not be confirmed yet (G17: the successor
 // may have refused the hand-over after it was recorded), so the backup
 // keeps its copy as pending and asks that successor rather than drop it.
-func (g *Guard) AskedByBackup(holder string, attempt int) Reply {
+// A join or an origin recording that attempt's next hop (G18) is said too
+// (Recording): the backup waits, as this primary does.
+func (g *Guard) AskedByBackup(holder string, attempt int, at time.Time) Reply {
 	r := g.Status()
 	if m := g.mark; g.copy == nil && m != nil && m.Attempt == attempt && !m.Rerouted && m.By != "" && m.ByKey != "" {
 		r.Holder, r.TookKey = pack.Peer{ID: m.By}, m.ByKey
 	}
+	r.Recording = !g.recordingUntil(attempt, at).IsZero()
 	return r
 }
 
@@ -962,6 +1048,14 @@ func (g *Guard) step(ev Event) Ready {
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{}
 		}
+		if until := g.recordingUntil(e.Attempt, e.At); !until.IsZero() {
+			return Ready{RecordingUntil: until} // G18
+		}
+		if g.copy.StoodIn && g.asked.by != "" && g.asked.by == g.copy.Primary.ID && g.asked.attempt == e.Attempt && e.At.Before(g.asked.until) {
+			// G19: the primary this backup stood in for asked it before
+			// re-routing the same attempt: the primary is alive and acts.
+			return g.backToBackup()
+		}
 		g.rerouting = true
 		return Ready{Claimed: true}
 	case ClaimDispatch:
@@ -1039,7 +1133,14 @@ func (g *Guard) step(ev Event) Ready {
 		if g.copy != nil && g.copy.Holder.ID == e.Holder && g.copy.Attempt == e.Attempt && !g.rerouting {
 			g.asked = askedReroute{by: e.From, attempt: e.Attempt, until: e.At.Add(ReroutingHold)}
 		}
+		r.Recording = !g.recordingUntil(e.Attempt, e.At).IsZero()                                                 // G18
+		r.Rerouting = g.copy != nil && g.rerouting && g.copy.Holder.ID == e.Holder && g.copy.Attempt == e.Attempt // G19
 		return Ready{Reply: &r}
+	case PrimaryGuards:
+		if g.copy == nil || !g.copy.StoodIn || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
+			return Ready{}
+		}
+		return g.backToBackup()
 	case ChainSuperseded:
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{} // moved on, or being re-routed, meanwhile
@@ -1074,7 +1175,7 @@ func (g *Guard) store(e Store) Ready {
 	if g.copy != nil {
 		old = g.copy.Holder.ID
 	}
-	g.asked = askedReroute{}
+	g.asked, g.recording = askedReroute{}, recordingHold{}
 	g.copy = &Record{
 		Key: g.key, Pack: e.Pack, Holder: e.Holder, Attempt: e.Attempt, Role: e.Role, Primary: e.Primary,
 		Tried: slices.Clone(e.Tried), Since: e.At, Backups: slices.Clone(e.Backups),
@@ -1122,6 +1223,12 @@ func (g *Guard) release(e Release) Ready {
 		r.Superseded = superseded
 		if g.copy == nil && g.mark != nil && g.mark.Attempt == e.Attempt && !g.mark.Rerouted && e.By != "" && g.mark.By != "" && g.mark.By != e.By {
 			r.Holder = pack.Peer{ID: g.mark.By} // G8: taken by that successor
+		}
+		if e.Recording && !superseded && g.copy != nil && g.copy.Attempt == e.Attempt {
+			// G18: the prober records the next hop on this answer and
+			// releases after; a claim in between would start a second
+			// chain beside the one it records.
+			g.recording = recordingHold{attempt: e.Attempt, until: e.At.Add(RecordingHold)}
 		}
 		return Ready{Reply: &r}
 	}
@@ -1182,11 +1289,18 @@ func (g *Guard) release(e Release) Ready {
 	return rd
 }
 
+// backToBackup makes a copy that stood in for its primary (G3) a backup
+// again, watching its holder: the primary was found alive and acting (G19).
+func (g *Guard) backToBackup() Ready {
+	g.copy.Role, g.copy.StoodIn = RoleBackup, false
+	return Ready{Persist: PersistSave, Watch: []pack.Peer{g.copy.Holder}}
+}
+
 // withdraw drops the live copy of work its holder never took, leaving the
 // tombstone as it is (G11).
 func (g *Guard) withdraw() Ready {
 	rd := Ready{Persist: PersistDelete, Unwatch: []string{g.copy.Holder.ID}, Dropped: true}
-	g.copy, g.asked = nil, askedReroute{}
+	g.copy, g.asked, g.recording = nil, askedReroute{}, recordingHold{}
 	return rd
 }
 
@@ -1197,7 +1311,7 @@ func (g *Guard) forget(attempt int, at time.Time) Ready {
 		rd.Unwatch = []string{g.copy.Holder.ID}
 		g.copy = nil
 	}
-	g.asked = askedReroute{}
+	g.asked, g.recording = askedReroute{}, recordingHold{}
 	if g.mark == nil || g.mark.Attempt < attempt {
 		g.mark = &Mark{At: at, Attempt: attempt}
 	}
@@ -1218,6 +1332,11 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 	}
 	r := e.Reply
 	switch {
+	case e.Reached && r.Recording:
+		// G18: a join or an origin is recording the holder's next hop at
+		// the primary; the chain moved on unless the record fails. Watch
+		// the holder again and ask again.
+		return Ready{Watch: []pack.Peer{g.copy.Holder}}
 	case e.Reached && !r.Known && r.Handing:
 		// The primary still has the work: it is handing the step on (the
 		// holder's ack never reached it) and will guard it where it lands,
@@ -1279,7 +1398,7 @@ func (g *Guard) rerouted(e Rerouted) Ready {
 		return Ready{}
 	}
 	g.rerouting = false
-	g.asked = askedReroute{}
+	g.asked, g.recording = askedReroute{}, recordingHold{}
 	prev := g.copy
 	rd := Ready{Unwatch: []string{prev.Holder.ID}, TellSuperseded: &Notice{Peer: prev.Holder, Attempt: e.Attempt}}
 	var old []pack.Peer

@@ -44,7 +44,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0),
 			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: script.Peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], ByKey: a["by-key"], Yield: a["yield"]}
+		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], ByKey: a["by-key"], Yield: a["yield"], Recording: a["recording"] == "true"}
 	case "moved-on":
 		ev = MovedOn{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
@@ -52,10 +52,10 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "handback":
 		ev = Handback{From: a["from"], Attempt: script.Int(t, a, "attempt", 0), Why: "cut"}
 	case "primary-answer":
-		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Handing: a["handing"] == "true", Holder: pack.Peer{ID: a["holder"]}, TookKey: a["took-key"], Attempt: script.Int(t, a, "holder-attempt", 0)}
+		r := Reply{OK: true, Known: a["known"] == "true", Released: a["released"] == "true", Handing: a["handing"] == "true", Recording: a["recording"] == "true", Holder: pack.Peer{ID: a["holder"]}, TookKey: a["took-key"], Attempt: script.Int(t, a, "holder-attempt", 0)}
 		ev = PrimaryAnswer{Silent: a["silent"], Attempt: script.Int(t, a, "attempt", 0), Reached: a["reached"] != "false", Reply: r, At: clock(t, a)}
 	case "claim":
-		ev = Claim{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
+		ev = Claim{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "claim-dispatch":
 		ev = ClaimDispatch{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "rerouted":
@@ -77,6 +77,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Rerouting{From: a["from"], Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "chain-superseded":
 		ev = ChainSuperseded{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
+	case "primary-guards":
+		ev = PrimaryGuards{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "let-go":
 		ev = HolderLetGo{Holder: a["holder"]}
 	case "took":
@@ -86,6 +88,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = NewerAttempt{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "status":
 		return []string{"reply: " + reply(g.Status()), state(g)}
+	case "asked-by-backup":
+		return []string{"reply: " + reply(g.AskedByBackup(a["holder"], script.Int(t, a, "attempt", 0), clock(t, a))), state(g)}
 	case "owner":
 		return []string{"reply: " + reply(g.Owner(a["from"], script.Int(t, a, "attempt", 0))), state(g)}
 	case "supersedes":
@@ -116,7 +120,7 @@ func reply(r Reply) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{r.OK, "ok"}, {r.Known, "known"}, {r.Released, "released"}, {r.Superseded, "superseded"}, {r.Pending, "pending"}} {
+	}{{r.OK, "ok"}, {r.Known, "known"}, {r.Released, "released"}, {r.Superseded, "superseded"}, {r.Pending, "pending"}, {r.Recording, "recording"}, {r.Rerouting, "rerouting"}} {
 		if f.on {
 			parts = append(parts, f.name)
 		}
@@ -181,6 +185,9 @@ func ready(r Ready) string {
 		}
 		parts = append(parts, fmt.Sprintf("ask-successor(%s took %s, for %s@%d%s)", q.Successor.ID, q.Key, q.Holder, q.Attempt, again))
 	}
+	if !r.RecordingUntil.IsZero() {
+		parts = append(parts, "recording-until="+r.RecordingUntil.Format("15:04:05"))
+	}
 	if r.AddWatcher != nil {
 		parts = append(parts, fmt.Sprintf("add-watcher=%s@%d", r.AddWatcher.Peer.ID, r.AddWatcher.Attempt))
 	}
@@ -223,6 +230,9 @@ func state(g *Guard) string {
 	}
 	if g.asked.by != "" {
 		s += fmt.Sprintf(" asked(by %s at %d until %s)", g.asked.by, g.asked.attempt, g.asked.until.Format("15:04:05"))
+	}
+	if !g.recording.until.IsZero() {
+		s += fmt.Sprintf(" recording(@%d until %s)", g.recording.attempt, g.recording.until.Format("15:04:05"))
 	}
 	if g.Empty() {
 		s += " empty"
