@@ -2,9 +2,17 @@ package node_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/internal/p2ptest"
+	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -61,5 +69,96 @@ func TestAGuardianWaitsForTheRecordItsProbeAnswered(t *testing.T) {
 	}
 	if line, _ := lines.find("msg=re-routing", "key="+key); line != "" {
 		t.Fatalf("the guardian re-routed a step whose next hop was being recorded: %s", line)
+	}
+}
+
+// TestAStoodInBackupStepsBackForItsPrimary is node/guard G19 at a real
+// node: a backup guardian whose holder dies asks the step's primary (a
+// real libp2p host), which does not answer that question, so the backup
+// stands in (G3). In its last questions before the re-route it asks the
+// primary again, which now answers that it guards the same holder's
+// attempt with a live copy: the backup steps back and watches the holder
+// again instead of re-routing. Twice in a row, and nothing is re-routed:
+// before G19 it re-routed beside the primary, and after a one-way cut
+// healed both guardians did so (an at-most-once step ran twice, the
+// twenty-eighth session's race loop of the one-way-cut test).
+func TestAStoodInBackupStepsBackForItsPrimary(t *testing.T) {
+	lines := newLogLines()
+	cfg := testConfig(t, node.DefaultConfig(), echoServices)
+	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
+	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
+	cfg.FirstBeatTimeout = 200 * time.Millisecond
+	cfg.BackupDelay = 300 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nf, _ := runNode(t, cfg)
+	primary := p2ptest.Host(t)
+	const key = "wf-test|0"
+	var holder pack.Peer
+	var ready sync.WaitGroup
+	ready.Add(1)
+	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+		var m api.GuardStatus
+		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
+			return rpc.MustCBOR(api.GuardReply{Error: err.Error()})
+		}
+		if !m.Rerouting {
+			// The backup's question about the silent holder is lost (a
+			// mute connection after a cut).
+			return rpc.MustCBOR(api.GuardReply{Error: "no answer"})
+		}
+		ready.Wait()
+		return rpc.MustCBOR(api.GuardReply{OK: true, Known: true, Holder: holder, Attempt: 0})
+	})
+	told, _ := serveRecording[api.GuardRelease](primary, api.GuardRelease{}.Protocol(), 0)
+	f := newFakeHolder(t, nf, api.GuardReply{OK: true})
+	holder = f.ref()
+	ready.Done()
+	if rep := f.guard(t, api.GuardStore{Key: key, Pack: packFor(t, "S1 S2"), Holder: holder, Primary: peerRef(primary)}); !rep.OK {
+		t.Fatalf("store refused: %+v", rep)
+	}
+	if err := f.h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const steppedBack = "not re-routing: the primary guardian this backup stood in for answers and guards the step"
+	lines.waitFor(t, "primary guardian gone too; re-routing as backup", "key="+key)
+	lines.waitForCount(t, 2, steppedBack, "key="+key)
+	if line, _ := lines.find("msg=re-routing", "key="+key); line != "" {
+		t.Fatalf("the backup re-routed beside its primary: %s", line)
+	}
+	select {
+	case m := <-told:
+		t.Fatalf("the primary was told of a re-route: %+v", m)
+	default:
+	}
+	if rep := guardRequest(t, nf, api.GuardStatus{Key: key}); !rep.Known || rep.Released || rep.Holder.ID != holder.ID {
+		t.Fatalf("the backup after stepping back: %+v, want its copy of the holder's attempt kept", rep)
+	}
+}
+
+// waitForCount waits until n lines contain every one of parts.
+func (l *logLines) waitForCount(t *testing.T, n int, parts ...string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		l.mu.Lock()
+		got, added := 0, l.added
+	next:
+		for _, line := range l.lines {
+			for _, p := range parts {
+				if !strings.Contains(line, p) {
+					continue next
+				}
+			}
+			got++
+		}
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-added:
+		case <-deadline:
+			t.Fatalf("%d of %d log lines with %q", got, n, parts)
+		}
 	}
 }

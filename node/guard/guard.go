@@ -245,7 +245,8 @@
 //     one-way cut healed, a mute connection made the primary and its
 //     backup each miss the other's first answer; both then reached each
 //     other in their last questions, both re-routed, and an at-most-once
-//     step ran twice (twenty-eighth session). testdata/stood-in.txt.
+//     step ran twice (twenty-eighth session). testdata/stood-in.txt;
+//     node: TestAStoodInBackupStepsBackForItsPrimary.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
