@@ -550,6 +550,17 @@ func lastRan(trace []pack.TraceEntry) string {
 	return ""
 }
 
+// lastRanService is the service of the last step in trace that ran to
+// completion ("" when none did).
+func lastRanService(trace []pack.TraceEntry) string {
+	for i := len(trace) - 1; i >= 0; i-- {
+		if trace[i].Outcome == pack.OutcomeOK {
+			return trace[i].Service
+		}
+	}
+	return ""
+}
+
 // heldKey is the journal key of a held pack (journal.PackKey).
 func heldKey(p *pack.Pack) string {
 	return journal.PackKey(p.WorkflowID, headPath(p), p.Attempt)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The faults a node injects into itself, for the reliability tests that
@@ -34,7 +35,17 @@ const (
 	// restarted holder must learn from the guardians and the receiver
 	// that the work moved on (node/held H5, H7).
 	FailpointKillAfterTaken = "BEDWE_FAILPOINT_KILL_AFTER_TAKEN"
+	// FailpointStallAfterProbe makes an origin that probed the guardians
+	// of a completion whose last step ran SERVICE, none answering
+	// superseded, wait failpointStall before it records the completion
+	// and releases them: the window in which node/guard G18 holds a
+	// re-route off (reliability-core "Left undone" 23).
+	FailpointStallAfterProbe = "BEDWE_FAILPOINT_STALL_AFTER_PROBE"
 )
+
+// failpointStall is how long FailpointStallAfterProbe waits: longer than a
+// silent holder's detection and a guardian's checks before its claim.
+const failpointStall = 12 * time.Second
 
 // failpoint is one parsed failpoint: its variable, service and marker
 // file (service "" when unset).
@@ -64,6 +75,15 @@ func (f failpoint) fires(service, dataDir string) bool {
 	_ = m.Sync()
 	_ = m.Close()
 	return true
+}
+
+// stall waits failpointStall if the failpoint fires for service.
+func (f failpoint) stall(service, dataDir string, log *slog.Logger) {
+	if !f.fires(service, dataDir) {
+		return
+	}
+	log.Warn("failpoint: stalling", "failpoint", f.name, "service", service, "for", failpointStall)
+	time.Sleep(failpointStall)
 }
 
 // kill SIGKILLs this process if the failpoint fires for service.

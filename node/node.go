@@ -276,8 +276,8 @@ type Node struct {
 	// (node/guard G15).
 	handing *handingOn
 	// The test-only failpoints of failpoint.go (unset: off).
-	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken failpoint
-	guards                                                          *guardTable // its own lock
+	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken, stallAfterProbe failpoint
+	guards                                                                           *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -372,6 +372,7 @@ func New(cfg Config) (*Node, error) {
 		refuseSettled:      failpointFromEnv(FailpointRefuseSettled),
 		killAfterUnsettled: failpointFromEnv(FailpointKillAfterUnsettled),
 		killAfterTaken:     failpointFromEnv(FailpointKillAfterTaken),
+		stallAfterProbe:    failpointFromEnv(FailpointStallAfterProbe),
 		guards:             newGuardTable(),
 		firstBeat:          map[string]time.Time{},
 		beatsChanged:       make(chan struct{}, 1),

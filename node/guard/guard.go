@@ -230,7 +230,10 @@
 //     re-route between the join's probe and its record: the join recorded
 //     the old chain's branch end, and the re-routed chain ran the step
 //     again 4 ms later (a CI run of flapping-link, reliability-core "Left
-//     undone" 23). testdata/recording.txt.
+//     undone" 23). testdata/recording.txt; node:
+//     TestAGuardianWaitsForTheRecordItsProbeAnswered; testnet (real
+//     processes, a failpoint stall and SIGKILL):
+//     TestACompletionBeingRecordedIsNotRunAgain.
 //   - G19 (one guardian re-routes): a backup that stood in for a primary
 //     it could not reach (G3) still asks that primary in its last
 //     questions before the claim (node: askCoGuardians). A primary that

@@ -1,0 +1,95 @@
+package testnet_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/bedwe/bedwe/node"
+	"github.com/bedwe/bedwe/testnet"
+)
+
+// TestACompletionBeingRecordedIsNotRunAgain is node/guard G18 on real
+// processes (reliability-core "Left undone" 23): the origin probes the
+// guardians of a completion's last step (b) and stalls before it records
+// the completion (node.FailpointStallAfterProbe, 12 s), and b's holder is
+// SIGKILLed meanwhile. b's guardians find the holder silent while the
+// origin has not recorded anything, and must hold their re-route off until
+// its release: the workflow succeeds with a and b run once each, and a
+// guardian logged that it waited. Without G18 a guardian re-routed b
+// during the stall, b ran a second time, and the origin then recorded the
+// old chain's completion all the same — the flapping-link failure of the
+// twenty-seventh session's last CI run, made here on purpose.
+func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "stalled")
+	t.Setenv(node.FailpointStallAfterProbe, "b:"+marker)
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: bApart})
+	st := submitAt0(t, m, "a b")
+	if origin := firedOn(t, m, marker, "the origin never probed b's completion"); origin != 0 {
+		t.Fatalf("the failpoint fired on node %d, want the origin (node 0)", origin)
+	}
+	holder := ranOn(t, m, st.ID, "b")
+	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var ask []int
+	for i := range m.Nodes {
+		if i != holder {
+			ask = append(ask, i)
+		}
+	}
+	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the origin stalled between its probe and its record", holder))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("%s: b held by node %d, killed during the origin's stall; runs %v", st.ID, holder, runs)
+	for _, svc := range []string{"a", "b"} {
+		if runs[svc] != 1 {
+			t.Errorf("%s ran %d times, want once", svc, runs[svc])
+		}
+	}
+	waited := false
+	for _, nd := range m.Nodes {
+		data, _ := os.ReadFile(nd.Log)
+		if bytes.Contains(data, []byte("a join or an origin is recording the step's next hop")) {
+			waited = true
+		}
+	}
+	if !waited {
+		t.Errorf("no guardian logged that it waited for the origin's record: it re-routed during the stall, or did not find the holder silent before it ended (the fault was not made)")
+	}
+}
+
+// bApart is the services of a testnet where b never runs on node 0 (the
+// origin of the workflows submitted there), so that killing b's holder
+// leaves the origin running.
+func bApart(i int) string {
+	if i == 0 {
+		return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n  - {match: \"a\", kind: echo}\n"
+	}
+	return ""
+}
+
+// ranOn returns the index of the node on which service ran for workflow
+// id (its first run), waiting for the record.
+func ranOn(t *testing.T, m *testnet.Manifest, id, service string) int {
+	t.Helper()
+	recs, err := testnet.ReadInvocations(filepath.Join(m.Dir, testnet.RecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Workflow != id || r.Service != service {
+			continue
+		}
+		for i, nd := range m.Nodes {
+			if nd.PeerID == r.Peer {
+				return i
+			}
+		}
+		t.Fatalf("%s ran on %s, no node of the testnet", service, r.Peer)
+	}
+	t.Fatalf("%s has no recorded run of %s", id, service)
+	return -1
+}
