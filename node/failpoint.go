@@ -35,11 +35,11 @@ const (
 	// restarted holder must learn from the guardians and the receiver
 	// that the work moved on (node/held H5, H7).
 	FailpointKillAfterTaken = "BEDWE_FAILPOINT_KILL_AFTER_TAKEN"
-	// FailpointStallAfterProbe makes an origin that probed the guardians
-	// of a completion whose last step ran SERVICE, none answering
-	// superseded, wait failpointStall before it records the completion
-	// and releases them: the window in which node/guard G18 holds a
-	// re-route off (reliability-core "Left undone" 23).
+	// FailpointStallAfterProbe makes an origin (or a join) that probed
+	// the guardians of a completion (a branch end) whose last step ran
+	// SERVICE, none answering superseded, wait failpointStall before it
+	// records it and releases them: the window in which node/guard G18
+	// holds a re-route off (reliability-core "Left undone" 23).
 	FailpointStallAfterProbe = "BEDWE_FAILPOINT_STALL_AFTER_PROBE"
 )
 

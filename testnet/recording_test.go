@@ -49,24 +49,65 @@ func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
 			t.Errorf("%s ran %d times, want once", svc, runs[svc])
 		}
 	}
-	waited := false
-	for _, nd := range m.Nodes {
-		data, _ := os.ReadFile(nd.Log)
-		if bytes.Contains(data, []byte("a join or an origin is recording the step's next hop")) {
-			waited = true
-		}
-	}
-	if !waited {
+	if !anyLogged(m, "a join or an origin is recording the step's next hop") {
 		t.Errorf("no guardian logged that it waited for the origin's record: it re-routed during the stall, or did not find the holder silent before it ended (the fault was not made)")
 	}
 }
 
+// TestABranchEndBeingRecordedIsNotRunAgain is
+// TestACompletionBeingRecordedIsNotRunAgain at a join: the join probes the
+// guardians of a branch's last step (b) and stalls before it records the
+// branch end, and b's holder is SIGKILLed meanwhile. The CI failure of Left
+// undone 23 was at a join: a flapping node's branch end was recorded, and
+// the branch's last step ran again 4 ms later on a re-routed chain.
+func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "stalled")
+	t.Setenv(node.FailpointStallAfterProbe, "b:"+marker)
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: bApart})
+	st := submitAt0(t, m, "FORK(b, a) SYNC d")
+	actor := firedOn(t, m, marker, "the join never probed b's branch end")
+	holder := ranOn(t, m, st.ID, "b")
+	if holder == actor {
+		t.Fatalf("b ran on node %d, the join's actor: killing it would kill the join too", holder)
+	}
+	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var ask []int
+	for i := range m.Nodes {
+		if i != holder {
+			ask = append(ask, i)
+		}
+	}
+	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled between its probe and its record", holder, actor))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("%s: b held by node %d, killed during the join's stall at node %d; runs %v", st.ID, holder, actor, runs)
+	for _, svc := range []string{"a", "b", "d"} {
+		if runs[svc] != 1 {
+			t.Errorf("%s ran %d times, want once", svc, runs[svc])
+		}
+	}
+	if !anyLogged(m, "a join or an origin is recording the step's next hop") {
+		t.Errorf("no guardian logged that it waited for the join's record: it re-routed during the stall, or did not find the holder silent before it ended (the fault was not made)")
+	}
+}
+
+// anyLogged reports whether any node's log has a line containing s.
+func anyLogged(m *testnet.Manifest, s string) bool {
+	for _, nd := range m.Nodes {
+		if data, _ := os.ReadFile(nd.Log); bytes.Contains(data, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
 // bApart is the services of a testnet where b never runs on node 0 (the
-// origin of the workflows submitted there), so that killing b's holder
-// leaves the origin running.
+// origin of the workflows submitted there, and the join of a FORK they
+// start with), so that killing b's holder leaves those running.
 func bApart(i int) string {
 	if i == 0 {
-		return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n  - {match: \"a\", kind: echo}\n"
+		return "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n  - {match: \"a\", kind: echo}\n  - {match: \"d\", kind: echo}\n"
 	}
 	return ""
 }

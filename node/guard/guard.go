@@ -233,7 +233,8 @@
 //     undone" 23). testdata/recording.txt; node:
 //     TestAGuardianWaitsForTheRecordItsProbeAnswered; testnet (real
 //     processes, a failpoint stall and SIGKILL):
-//     TestACompletionBeingRecordedIsNotRunAgain.
+//     TestACompletionBeingRecordedIsNotRunAgain,
+//     TestABranchEndBeingRecordedIsNotRunAgain.
 //   - G19 (one guardian re-routes): a backup that stood in for a primary
 //     it could not reach (G3) still asks that primary in its last
 //     questions before the claim (node: askCoGuardians). A primary that
