@@ -322,9 +322,14 @@ type Node struct {
 	clientKey   string
 	clientID    peer.ID
 
-	ctx  context.Context
-	wg   sync.WaitGroup
-	zone string
+	ctx context.Context
+	// wg tracks the tasks spawn starts; spawnMu and stopping keep spawn
+	// from adding to it once Run waits on it (a WaitGroup must not be
+	// added to from zero while it is waited on).
+	wg       sync.WaitGroup
+	spawnMu  sync.Mutex
+	stopping bool
+	zone     string
 }
 
 // New loads the services file and checks the configuration; Run starts the
@@ -506,6 +511,9 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	<-ctx.Done()
 	n.log.Info("node stopping")
+	n.spawnMu.Lock()
+	n.stopping = true
+	n.spawnMu.Unlock()
 	n.wg.Wait()
 	return nil
 }
@@ -544,8 +552,19 @@ func (n *Node) self() pack.Peer {
 	return pack.Peer{ID: n.selfID, Addrs: addrs, Zone: n.cfg.Zone}
 }
 
-// go runs fn as a tracked background task that stops with the node.
+// spawn runs fn as a tracked background task that stops with the node;
+// once the node is stopping it runs nothing (fn would see its context
+// done at once). Before, a task spawned while Run was waiting for the
+// others (a presence greeting at shutdown) added to the WaitGroup being
+// waited on: the race detector reported it, and the runtime panicked
+// ("WaitGroup is reused before previous Wait has returned") in 2 of 12
+// race runs of the node tests.
 func (n *Node) spawn(fn func(ctx context.Context)) {
+	n.spawnMu.Lock()
+	defer n.spawnMu.Unlock()
+	if n.stopping {
+		return
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
