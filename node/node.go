@@ -511,11 +511,17 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 
 	<-ctx.Done()
 	n.log.Info("node stopping")
+	n.stopTasks()
+	return nil
+}
+
+// stopTasks makes spawn start nothing more and waits for the tasks it
+// started.
+func (n *Node) stopTasks() {
 	n.spawnMu.Lock()
 	n.stopping = true
 	n.spawnMu.Unlock()
 	n.wg.Wait()
-	return nil
 }
 
 func (n *Node) nodeFile() api.NodeFile {
