@@ -408,6 +408,21 @@ func awaitReroutedNotice(t *testing.T, told <-chan api.GuardRelease, key string,
 	}
 }
 
+// backupTestNode starts a node that guards as a backup with short timers
+// (detection in ~2 s, BackupDelay 300 ms), logging into the lines returned.
+func backupTestNode(t *testing.T) (api.NodeFile, *logLines) {
+	t.Helper()
+	lines := newLogLines()
+	cfg := testConfig(t, node.DefaultConfig(), echoServices)
+	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
+	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
+	cfg.FirstBeatTimeout = 200 * time.Millisecond
+	cfg.BackupDelay = 300 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nf, _ := runNode(t, cfg)
+	return nf, lines
+}
+
 // TestBackupWaitsForAPrimaryHandingTheStep is guard invariant G15 at a
 // real node: a backup guardian whose holder dies asks the step's primary
 // (a real libp2p host), which keeps no copy because it is still handing
@@ -418,14 +433,7 @@ func awaitReroutedNotice(t *testing.T, told <-chan api.GuardRelease, key string,
 // step to the holder again: the step ran twice (a fresh-clone CI run of
 // flapping-link, the seventeenth session's stop).
 func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
-	lines := newLogLines()
-	cfg := testConfig(t, node.DefaultConfig(), echoServices)
-	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
-	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
-	cfg.FirstBeatTimeout = 200 * time.Millisecond
-	cfg.BackupDelay = 300 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	nf, _ := runNode(t, cfg)
+	nf, lines := backupTestNode(t)
 	primary := p2ptest.Host(t)
 	const handingAnswers = 2
 	questions := make(chan api.GuardStatus, 64)

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -10,9 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/bedwe/bedwe/heartbeat"
 	"github.com/bedwe/bedwe/internal/p2ptest"
-	"github.com/bedwe/bedwe/node"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -83,14 +80,7 @@ func TestAGuardianWaitsForTheRecordItsProbeAnswered(t *testing.T) {
 // healed both guardians did so (an at-most-once step ran twice, the
 // twenty-eighth session's race loop of the one-way-cut test).
 func TestAStoodInBackupStepsBackForItsPrimary(t *testing.T) {
-	lines := newLogLines()
-	cfg := testConfig(t, node.DefaultConfig(), echoServices)
-	cfg.Heartbeat = heartbeat.DefaultLocalConfig()
-	cfg.Heartbeat.ConfirmTimeout = 2 * time.Second
-	cfg.FirstBeatTimeout = 200 * time.Millisecond
-	cfg.BackupDelay = 300 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	nf, _ := runNode(t, cfg)
+	nf, lines := backupTestNode(t)
 	primary := p2ptest.Host(t)
 	const key = "wf-test|0"
 	var holder pack.Peer

@@ -92,12 +92,7 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 	if err := m.Kill(victim, syscall.SIGKILL); err != nil { // waits until it is gone; never restarted
 		t.Fatal(err)
 	}
-	var ask []int
-	for i := range m.Nodes {
-		if i != victim {
-			ask = append(ask, i)
-		}
-	}
+	ask := allBut(m, victim)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("the holder of c (node %d) was killed for good after node %d refused o's settled hand-over", victim, receiver))
 	runs := runsOf(t, m, st.ID)
 	t.Logf("node %d refused o's hand-over after settling it; node %d, c's holder, killed for good; runs: %v", receiver, victim, runs)
@@ -258,4 +253,15 @@ func submitAt0(t *testing.T, m *testnet.Manifest, wf string, extra ...string) ap
 		t.Fatalf("submit: exit %d: %s %s", code, stdout, stderr)
 	}
 	return st
+}
+
+// allBut lists the indexes of every node of m but node i (a killed one).
+func allBut(m *testnet.Manifest, i int) []int {
+	var out []int
+	for j := range m.Nodes {
+		if j != i {
+			out = append(out, j)
+		}
+	}
+	return out
 }

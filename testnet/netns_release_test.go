@@ -113,12 +113,7 @@ func releaseAnswerLost(t *testing.T, m *testnet.Manifest) (holder int, made bool
 	heal()
 	t.Logf("%s: sleepC held by node %d; o refused as unsettled by %s under the one-way cut; holder killed, cut healed", st.ID, holder, rpc.ShortIDString(receiver))
 
-	var ask []int
-	for i := range m.Nodes {
-		if i != holder {
-			ask = append(ask, i)
-		}
-	}
+	ask := allBut(m, holder)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("o's receiver lost its guardians' answers and sleepC's holder (node %d) was killed", holder))
 	runs := runsOf(t, m, st.ID)
 	t.Logf("%s: runs %v", st.ID, runs)

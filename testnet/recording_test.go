@@ -35,12 +35,7 @@ func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
 	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var ask []int
-	for i := range m.Nodes {
-		if i != holder {
-			ask = append(ask, i)
-		}
-	}
+	ask := allBut(m, holder)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the origin stalled between its probe and its record", holder))
 	runs := runsOf(t, m, st.ID)
 	t.Logf("%s: b held by node %d, killed during the origin's stall; runs %v", st.ID, holder, runs)
@@ -73,12 +68,7 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var ask []int
-	for i := range m.Nodes {
-		if i != holder {
-			ask = append(ask, i)
-		}
-	}
+	ask := allBut(m, holder)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled between its probe and its record", holder, actor))
 	runs := runsOf(t, m, st.ID)
 	t.Logf("%s: b held by node %d, killed during the join's stall at node %d; runs %v", st.ID, holder, actor, runs)
