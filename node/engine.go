@@ -541,24 +541,17 @@ func headPath(p *pack.Pack) string {
 
 // lastRan is the path of the newest successful step in trace ("" if none):
 // the step whose holder handed on the pack that carries this trace.
-func lastRan(trace []pack.TraceEntry) string {
-	for i := len(trace) - 1; i >= 0; i-- {
-		if trace[i].Outcome == pack.OutcomeOK {
-			return trace[i].Path
-		}
-	}
-	return ""
-}
+func lastRan(trace []pack.TraceEntry) string { return lastOK(trace).Path }
 
-// lastRanService is the service of the last step in trace that ran to
-// completion ("" when none did).
-func lastRanService(trace []pack.TraceEntry) string {
+// lastOK is the last entry of trace that ran to completion (zero when
+// none did).
+func lastOK(trace []pack.TraceEntry) pack.TraceEntry {
 	for i := len(trace) - 1; i >= 0; i-- {
 		if trace[i].Outcome == pack.OutcomeOK {
-			return trace[i].Service
+			return trace[i]
 		}
 	}
-	return ""
+	return pack.TraceEntry{}
 }
 
 // heldKey is the journal key of a held pack (journal.PackKey).

@@ -906,7 +906,7 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 				// missed, while its co-guardian knew it was released).
 				// Ping again before acting on silence.
 				switch {
-				case a.successorUnsure || a.recording || a.rerouting:
+				case a.holdOff.any():
 					// Asked again next round (above).
 				case a.originReached || a.peersReached || !n.cutOff(ctx, o.Holder.ID):
 					return true
@@ -932,17 +932,27 @@ type movedOnAnswer struct {
 	originReached bool // an origin of the workflow answered
 	peersReached  bool // a co-guardian answered
 	asked         int  // co-guardians asked
+	// holdOff: why the step must not be re-routed on this round's answers,
+	// nothing else saying it moved on.
+	holdOff
+}
+
+// holdOff is what co-guardians said that holds a re-route off for a round.
+type holdOff struct {
 	// successorUnsure: a co-guardian was released by a named successor
 	// that did not say whether it took the work (no answer in time, or
-	// still taking it), and nothing else says the step moved on. The step
-	// must not be re-routed on this round's answers (node/guard G17).
+	// still taking it) (node/guard G17).
 	successorUnsure bool
 	// recording: a co-guardian says a join or an origin is recording the
-	// attempt's next hop; not re-routed on this round's answers either
-	// (node/guard G18). rerouting: a co-guardian claimed the re-route
-	// already; its notice is waited for (G19).
-	recording, rerouting bool
+	// attempt's next hop (G18).
+	recording bool
+	// rerouting: a co-guardian claimed the re-route already; its notice
+	// (G7) is waited for (G19).
+	rerouting bool
 }
+
+// any reports whether something holds the re-route off.
+func (h holdOff) any() bool { return h.successorUnsure || h.recording || h.rerouting }
 
 // stepMovedOn asks the workflow's origins and the step's other guardians,
 // all at once, whether the step moved on (the workflow ended, or a
@@ -983,7 +993,7 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 			a.movedOn = true
 			return a
 		}
-		a.successorUnsure, a.recording, a.rerouting = co.successorUnsure, co.recording, co.rerouting
+		a.holdOff = co.holdOff
 		return a
 	}
 	why := "the workflow has ended"
@@ -1136,16 +1146,7 @@ type coGuardianAnswer struct {
 	movedOn bool // a co-guardian was released at c's attempt or later
 	reached bool // a co-guardian answered
 	asked   int  // co-guardians asked
-	// successorUnsure: released by a named successor at c's attempt, and
-	// that successor said neither that it took the work nor that it never
-	// did (no answer in time, or still taking it).
-	successorUnsure bool
-	// recording: a co-guardian says a join or an origin is recording the
-	// attempt's next hop (G18).
-	recording bool
-	// rerouting: a co-guardian has claimed the re-route of the attempt
-	// (G19).
-	rerouting bool
+	holdOff
 	// primaryGuards: c stood in for its primary (G3), and the primary
 	// answered with a live copy of the same holder's attempt (G19).
 	primaryGuards bool

@@ -375,7 +375,7 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: d.WorkflowID, Join: d.JoinID, Branch: d.Branch, Reason: "branch end of a superseded chain refused"})
 		return join.Ack{Refusal: join.RefuseSuperseded, Error: fmt.Sprintf("workflow %s: the end of branch %d comes from a chain a guardian re-routed; refused at peer %s", d.WorkflowID, d.Branch, rpc.ShortID(n.host.ID()))}
 	}
-	n.stallAfterProbe.stall(lastRanService(d.Trace), n.cfg.DataDir, n.log)
+	n.stallAfterProbe.stall(lastOK(d.Trace).Service, n.cfg.DataDir, n.log)
 	ack := n.stepJoin(c, fromDelivery(d))
 	if ack.OK {
 		// Recorded (or already counted): the branch's last guardians are

@@ -635,7 +635,7 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 		n.ev.Emit(events.Event{Type: events.Superseded, Workflow: msg.WorkflowID, Reason: "completion of a superseded chain refused"})
 		return fmt.Errorf("workflow %s: the completion comes from a chain a guardian re-routed: %w", msg.WorkflowID, err)
 	}
-	n.stallAfterProbe.stall(lastRanService(msg.Trace), n.cfg.DataDir, n.log)
+	n.stallAfterProbe.stall(lastOK(msg.Trace).Service, n.cfg.DataDir, n.log)
 	rd, err := n.stepOrigin(msg.WorkflowID, origin.Completed{Msg: msg, At: time.Now().UTC()})
 	if err != nil {
 		return err
