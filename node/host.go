@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/x/rate"
 
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -328,7 +330,7 @@ func resourceManager(metrics bool) (network.ResourceManager, error) {
 	// ones being retired. Each serves at most 64 requests at once.
 	limits.AddProtocolPeerLimit(protocol.ID(rpc.ProtoMux),
 		rcmgr.BaseLimit{StreamsInbound: 8, StreamsOutbound: 8, Streams: 16, Memory: 64 << 20}, rcmgr.BaseLimitIncrease{})
-	var opts []rcmgr.Option
+	opts := []rcmgr.Option{rcmgr.WithConnRateLimiters(connRateLimiter())}
 	if !metrics {
 		opts = append(opts, rcmgr.WithMetricsDisabled())
 	}
@@ -337,6 +339,41 @@ func resourceManager(metrics bool) (network.ResourceManager, error) {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
 	return rm, nil
+}
+
+// Connections a node accepts from one address (an IPv4 address, an IPv6
+// /56): a burst of connRateBurst, then connRatePerSecond. libp2p's default
+// (a burst of 16, then one every 5 s, loopback exempt) refused a client
+// after its 16th call: every `bedwe status`, `result` or `submit` opens a
+// connection of its own, and a user polling a result from a laptop (or a
+// testnet's host link) was refused for minutes ("failed to negotiate
+// security protocol", twenty-ninth session). The limit still bounds a
+// flood of handshakes from one address; membership (the swarm key and the
+// gate) decides who may stay.
+const (
+	connRatePerSecond = 10
+	connRateBurst     = 100
+)
+
+// connRateLimiter is the resource manager's limit on new connections per
+// source address (connRatePerSecond, connRateBurst); loopback is not
+// limited, as in libp2p's default.
+func connRateLimiter() *rate.Limiter {
+	per := rate.Limit{RPS: connRatePerSecond, Burst: connRateBurst}
+	return &rate.Limiter{
+		NetworkPrefixLimits: []rate.PrefixLimit{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+			{Prefix: netip.MustParsePrefix("::1/128")},
+		},
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: per}},
+			IPv6SubnetLimits: []rate.SubnetLimit{
+				{PrefixLength: 56, Limit: per},
+				{PrefixLength: 48, Limit: rate.Limit{RPS: 5 * connRatePerSecond, Burst: 5 * connRateBurst}},
+			},
+			GracePeriod: time.Minute,
+		},
+	}
 }
 
 // gatedHost is the node's libp2p host with every stream handler wrapped by

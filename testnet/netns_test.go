@@ -99,6 +99,22 @@ func TestNetnsUpDown(t *testing.T) {
 	}
 }
 
+// TestNetnsAClientMayAskOften: a client on another address (the root
+// namespace, over the host link) may run the CLI again and again. Every
+// call opens a connection of its own, and libp2p's default limit on new
+// connections from one address (a burst of 16, then one every 5 s)
+// refused the 17th: polling a result locked the client out (twenty-ninth
+// session). 40 calls in a row must all be answered.
+func TestNetnsAClientMayAskOften(t *testing.T) {
+	m := upNetns(t, testnet.Options{Nodes: 2, Zones: 1})
+	st := submitAt0(t, m, "a")
+	for i := 1; i <= 40; i++ {
+		if out, stderr, code := bedwe(t, "", "status", st.ID, "--testnet", m.Dir, "--node", "0", "-o", "json"); code != 0 {
+			t.Fatalf("status call %d of 40 from one address: exit %d: %s %s", i, code, out, stderr)
+		}
+	}
+}
+
 // TestNetnsChaos runs each network scenario once on a fresh namespace
 // testnet of 6 nodes in 3 zones, with the assertions of TestChaos and, for
 // isolate-holder, invariant I1 on the isolated chain.
