@@ -239,7 +239,11 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	case !r.OK:
 		return refuse(api.CodeInternal, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	}
-	n.ev.Emit(events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)})
+	accepted := events.Event{Type: events.Accepted, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, From: p.Sender.ID, After: lastRan(p.Trace)}
+	for _, g := range rd.Reply.Guardians {
+		accepted.Guardians = append(accepted.Guardians, g.ID)
+	}
+	n.ev.Emit(accepted)
 	n.unsettled.remove(rec.Key)
 	n.completeSettle(p.Settle, p.Attempt, n.successorOf(p), answers.missed)
 	taken = true

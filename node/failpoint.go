@@ -41,10 +41,16 @@ const (
 	// records it and releases them: the window in which node/guard G18
 	// holds a re-route off (reliability-core "Left undone" 23).
 	FailpointStallAfterProbe = "BEDWE_FAILPOINT_STALL_AFTER_PROBE"
+	// FailpointStallAfterClaim makes a guardian that claimed the re-route
+	// of SERVICE's step wait failpointStall before it hands the pack on:
+	// another guardian cut off from it claims the same attempt meanwhile,
+	// and node/guard G20 must keep one of the two chains.
+	FailpointStallAfterClaim = "BEDWE_FAILPOINT_STALL_AFTER_CLAIM"
 )
 
-// failpointStall is how long FailpointStallAfterProbe waits: longer than a
-// silent holder's detection and a guardian's checks before its claim.
+// failpointStall is how long FailpointStallAfterProbe and
+// FailpointStallAfterClaim wait: longer than a silent holder's detection
+// and a guardian's checks before its claim.
 const failpointStall = 12 * time.Second
 
 // failpoint is one parsed failpoint: its variable, service and marker

@@ -321,7 +321,7 @@ func (n *Node) applyGuard(key string, rd guard.Ready) {
 				continue // this peer's copy moved on with the re-route
 			}
 			n.spawn(func(ctx context.Context) {
-				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt, Rerouted: true}, settleCallTimeout)
+				n.guardCall(ctx, b, api.GuardRelease{Key: key, Attempt: r.Attempt, Rerouted: true, Rerouter: n.selfID}, settleCallTimeout)
 			})
 		}
 	}
@@ -771,8 +771,17 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	p.Attempt++
 	// The holder that took the attempt settled the step before it (its
 	// guardians name it as their successor, G8): the new attempt has
-	// nothing of that to settle again.
+	// nothing of that to settle again. What it settles is the re-route
+	// itself, at the attempt's other guardians (G20): one that re-routed
+	// the attempt too (cut off from this one) refuses it if it was first,
+	// so that one chain goes on. Lenient: they may have died with the
+	// holder.
 	p.Settle = nil
+	if c := n.guards.view(key).Copy(); c != nil {
+		if others := c.OtherGuardians(); len(others) > 0 {
+			p.Settle = []pack.Settle{{Kind: pack.SettleRerouted, Key: key, Attempt: o.Attempt, Peers: others, Actor: n.selfID, Lenient: true}}
+		}
+	}
 	exclude := map[peer.ID]bool{}
 	for _, t := range o.Tried {
 		if id, err := peer.Decode(t); err == nil {
@@ -781,8 +790,16 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	}
 	n.log.Warn("re-routing", "key", key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
 	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: o.Why})
+	n.stallAfterClaim.stall(head.Name, n.cfg.DataDir, n.log)
 	h, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
+		if errors.Is(err, errChainSuperseded) {
+			// G20: another guardian re-routed this attempt first; its
+			// chain goes on.
+			n.log.Warn("re-route refused: another guardian of the step re-routed it first", "key", key, "workflow", p.WorkflowID, "attempt", p.Attempt)
+			n.stepGuardLogged(key, guard.RerouteRefused{Attempt: o.Attempt, At: time.Now().UTC()})
+			return
+		}
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			n.stepGuardLogged(key, guard.Aborted{})
 			return
@@ -1423,7 +1440,7 @@ func (n *Node) storeAndRelease(from peer.ID, m api.GuardStoreRelease) api.GuardR
 		return api.GuardReply{Error: err.Error()}
 	}
 	r := m.Release
-	_, rd, err := n.stepGuardsTogether(m.Store.Key, store, r.Key, guard.Release{Attempt: r.Attempt, At: store.At, Rerouted: r.Rerouted, By: r.By, ByKey: r.ByKey, Yield: r.Yield})
+	_, rd, err := n.stepGuardsTogether(m.Store.Key, store, r.Key, guard.Release{Attempt: r.Attempt, At: store.At, Rerouted: r.Rerouted, Rerouter: r.Rerouter, By: r.By, ByKey: r.ByKey, Yield: r.Yield})
 	if err != nil {
 		return api.GuardReply{Error: err.Error()}
 	}

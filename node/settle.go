@@ -636,6 +636,8 @@ func settleMsg(it pack.Settle, attempt int, self pack.Peer, by successor) api.Gu
 		return api.JoinForwarded{Key: it.Key, Epoch: it.Epoch, Actor: it.Actor, By: by.id}
 	case pack.SettleBranchStarted:
 		return api.JoinBranch{Key: it.Key, Branch: it.Branch, Attempt: attempt, Holder: self, Epoch: it.Epoch, Actor: it.Actor}
+	case pack.SettleRerouted:
+		return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, Rerouted: true, Rerouter: it.Actor}
 	}
 	return api.GuardRelease{Key: it.Key, Attempt: it.Attempt, By: by.id, ByKey: by.key}
 }
@@ -711,8 +713,8 @@ func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardReq
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, By: m.By, ByKey: m.ByKey, Yield: m.Yield})
+	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, Rerouter: m.Rerouter, By: m.By, ByKey: m.ByKey, Yield: m.Yield})
 	n.log.Debug("guard release", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.By), "yield", rpc.ShortIDString(m.Yield),
-		"rerouted", m.Rerouted, "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)
+		"rerouted", m.Rerouted, "rerouter", rpc.ShortIDString(m.Rerouter), "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)
 	return rep
 }

@@ -117,6 +117,14 @@ const (
 	// SettleBranchStarted: the pack starts branch Branch of join Key; its
 	// holders (Peers) must learn which peer holds it.
 	SettleBranchStarted
+	// SettleRerouted: the pack is a re-route of step Key past Attempt by
+	// the guardian Actor; the attempt's other guardians (Peers) must learn
+	// it. One that re-routed the attempt itself first answers superseded,
+	// and the receiver refuses the pack: of two guardians that each
+	// re-routed one attempt (cut from each other), one chain goes on
+	// (node/guard G20). Lenient: a guardian that does not answer was
+	// killed with the holder.
+	SettleRerouted
 )
 
 // Settle is one thing the receiver of a pack (or of a branch end or a
@@ -134,7 +142,8 @@ type Settle struct {
 	Peers   []Peer     `cbor:"5,keyasint,omitempty" json:"peers,omitempty"`
 	// Epoch and Actor (SettleJoinForwarded) name the acting copy that
 	// forwarded the continuation and the takeover epoch it acted at; a
-	// copy that knows a newer actor answers superseded (join J7).
+	// copy that knows a newer actor answers superseded (join J7). Actor
+	// (SettleRerouted) names the guardian that re-routed the step.
 	Epoch int    `cbor:"6,keyasint,omitempty" json:"epoch,omitempty"`
 	Actor string `cbor:"7,keyasint,omitempty" json:"actor,omitempty"`
 	// Lenient: a peer of this item that does not answer counts as gone.

@@ -128,7 +128,7 @@ func (v *validator) pack(p *Pack) error {
 	}
 	for i, s := range p.Settle {
 		where := "settle[" + strconv.Itoa(i) + "]"
-		if s.Kind < SettleGuard || s.Kind > SettleBranchStarted {
+		if s.Kind < SettleGuard || s.Kind > SettleRerouted {
 			return fail(where, "", "unknown settle kind %d", s.Kind)
 		}
 		if s.Key == "" || len(s.Key) > 8*MaxIDLen {

@@ -87,6 +87,12 @@ type GuardRelease struct {
 	// it has; a guardian that answers not superseded holds its re-route
 	// off meanwhile (node/guard G18).
 	Recording bool `cbor:"8,keyasint,omitempty"`
+	// Rerouter, with Rerouted, is the guardian that re-routed Attempt:
+	// the primary's notice names itself (G7), and so does the settle of a
+	// re-routed pack's first receiver (pack.SettleRerouted). A guardian
+	// that re-routed the attempt itself answers another's Superseded, and
+	// a backup that stood in gives way to its primary (node/guard G20).
+	Rerouter string `cbor:"9,keyasint,omitempty"`
 }
 
 // GuardStoreRelease asks one guardian to keep the copy Store and to

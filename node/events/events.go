@@ -38,7 +38,9 @@ const (
 	ConfirmFailed = "confirm-failed"
 	// Accepted: this node journaled a pack whose head is Step at Attempt,
 	// sent by From; After is the step the pack's sender ran just before
-	// (the last entry of its trace), empty when none.
+	// (the last entry of its trace), empty when none; Guardians are the
+	// backup guardians it recruited (the sender guards the step too, as
+	// its primary).
 	Accepted = "accepted"
 	// HandedOn: this node ran (or dispatched) Step at Attempt and the next
 	// holder, join or origin (To) acknowledged what followed it.
@@ -113,6 +115,8 @@ type Event struct {
 	// the origin copies to keep.
 	Outputs      int `json:"outputs,omitempty"`
 	TraceEntries int `json:"trace_entries,omitempty"`
+	// Guardians: the peer IDs of an Accepted step's backup guardians.
+	Guardians []string `json:"guardians,omitempty"`
 }
 
 // Log appends events to a file and passes them to an observer. A nil *Log

@@ -251,6 +251,27 @@
 //     other in their last questions, both re-routed, and an at-most-once
 //     step ran twice (twenty-eighth session). testdata/stood-in.txt;
 //     node: TestAStoodInBackupStepsBackForItsPrimary.
+//   - G20 (a re-route is settled at the other guardians): the first
+//     receiver of a re-routed pack settles the re-route, before it
+//     acknowledges, at the attempt's other guardians (a Release marked
+//     Rerouted, naming its Rerouter; pack.SettleRerouted, lenient: they
+//     may have died with the holder). A guardian that re-routed the
+//     attempt itself, or claimed to, answers it Superseded (G1), so the
+//     receiver refuses the pack and the re-router drops its copy, marked
+//     re-routed ([RerouteRefused]); of two claims, a backup that stood in
+//     (G3) gives way to its primary's settle instead, so one chain goes
+//     on whichever settle comes first. A copy of the newer attempt that
+//     names the re-router as its primary (that re-route's receiver
+//     recruited this peer before its settle got here) answers it without
+//     a change; a store of a newer attempt ends a stood-in backup's
+//     claim if its primary re-routed, and is refused by any other claim.
+//     Before, a primary and its backup cut from each other (and only
+//     from each other) each found the holder silent and re-routed, and a
+//     re-routed pack settled nothing: both chains went on (reliability-
+//     core "Left undone" 24; the testnet test
+//     TestNetnsGuardiansCutFromEachOtherRerouteOnce made it in 3 of 4 runs
+//     before this rule, and ...BothClaim, the first claim stalled by a
+//     failpoint, in 2 of 2). testdata/reroute-fence.txt.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -309,12 +330,12 @@ type Record struct {
 	RestoredAt time.Time `cbor:"11,keyasint,omitempty"`
 }
 
-// otherGuardians are the peers told when this copy's attempt is re-routed
+// OtherGuardians are the peers told when this copy's attempt is re-routed
 // or given up (G7): the backups a primary copy knows of, and the primary
 // a backup that acts (G3) asked — which kept no copy, or had none yet
 // (still handing the step to the holder again, G8), and would otherwise
 // answer a late release of the old attempt as a plain release.
-func (r *Record) otherGuardians() []pack.Peer {
+func (r *Record) OtherGuardians() []pack.Peer {
 	out := slices.Clone(r.Backups)
 	if p := r.Primary; p.ID != "" && p.ID != r.Holder.ID && !slices.ContainsFunc(out, func(x pack.Peer) bool { return x.ID == p.ID }) {
 		out = append(out, p)
@@ -663,6 +684,10 @@ type Release struct {
 	// once it has. A live copy of the attempt that answers not superseded
 	// holds its re-route off for RecordingHold (G18).
 	Recording bool
+	// Rerouter, with Rerouted: the guardian that re-routed Attempt (G7's
+	// notice, or the settle of the re-routed pack's receiver). A stood-in
+	// backup re-routing the attempt gives way to its primary's (G20).
+	Rerouter string
 }
 
 // MovedOn: the step is known to have moved on at Attempt while Holder held
@@ -805,6 +830,15 @@ type PrimaryGuards struct {
 	Attempt int
 }
 
+// RerouteRefused: the claimed re-route's receiver refused the pack as
+// superseded: another guardian of the step re-routed the attempt first
+// and answered its settle so (G20). The copy goes, marked re-routed;
+// nothing is re-routed or given up here.
+type RerouteRefused struct {
+	Attempt int // the attempt whose re-route was claimed
+	At      time.Time
+}
+
 // HolderLetGo: Holder no longer holds the step (its beats do not list
 // the key): a pending copy of its work is dropped (G17).
 type HolderLetGo struct {
@@ -836,6 +870,7 @@ type SuccessorTook struct {
 }
 
 func (HolderLetGo) isEvent()     {}
+func (RerouteRefused) isEvent()  {}
 func (SuccessorTook) isEvent()   {}
 func (Store) isEvent()           {}
 func (Release) isEvent()         {}
@@ -1074,6 +1109,16 @@ func (g *Guard) step(ev Event) Ready {
 		return rd
 	case Rerouted:
 		return g.rerouted(e)
+	case RerouteRefused:
+		if g.copy == nil || !g.rerouting || g.copy.Attempt != e.Attempt {
+			return Ready{}
+		}
+		g.rerouting = false
+		rd := g.forget(e.Attempt, e.At)
+		if g.mark.Attempt == e.Attempt {
+			g.mark.Rerouted = true
+		}
+		return rd
 	case GiveUp:
 		if g.copy == nil || !g.rerouting {
 			return Ready{}
@@ -1083,7 +1128,7 @@ func (g *Guard) step(ev Event) Ready {
 		var old *ReleaseOld
 		if e.Supersede {
 			at++
-			if others := g.copy.otherGuardians(); len(others) > 0 {
+			if others := g.copy.OtherGuardians(); len(others) > 0 {
 				old = &ReleaseOld{Peers: others, Attempt: g.copy.Attempt}
 			}
 		}
@@ -1176,6 +1221,18 @@ func (g *Guard) store(e Store) Ready {
 	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
 		return Ready{Reply: ok} // a newer attempt is guarded already
 	}
+	if c := g.copy; c != nil && g.rerouting {
+		// A newer attempt's copy while this guardian re-routes the older
+		// one: another guardian re-routed it too, and its receiver
+		// recruited this peer as a backup (G20). A backup that stood in
+		// gives way to its primary's re-route; any other claim stands,
+		// and the receiver, refused here, recruits another backup (its
+		// settle here is refused too).
+		if !c.StoodIn || e.Primary.ID == "" || e.Primary.ID != c.Primary.ID {
+			return Ready{Reply: &Reply{Error: fmt.Sprintf("re-routing attempt %d of this step here", c.Attempt)}}
+		}
+		g.rerouting = false
+	}
 	var old string
 	if g.copy != nil {
 		old = g.copy.Holder.ID
@@ -1237,8 +1294,29 @@ func (g *Guard) release(e Release) Ready {
 		}
 		return Ready{Reply: &r}
 	}
+	if c := g.copy; c != nil && c.Attempt == e.Attempt && g.rerouting && e.Rerouted && c.StoodIn && e.Rerouter != "" && e.Rerouter == c.Primary.ID {
+		// G20: this backup stood in for a primary it could not reach, and
+		// that primary re-routed the same attempt: the primary's chain
+		// goes on. This copy's own re-route is refused where the primary
+		// answers its receiver's settle (superseded, below).
+		g.rerouting = false
+		rd := g.forget(e.Attempt, e.At)
+		if g.mark.Attempt == e.Attempt {
+			g.mark.Rerouted = true
+		}
+		rd.Reply = &Reply{OK: true}
+		return rd
+	}
+	if c := g.copy; c != nil && c.Attempt > e.Attempt && e.Rerouted && e.Rerouter != "" && c.Primary.ID == e.Rerouter {
+		// G20: this copy guards the newer attempt of that very re-route
+		// (its receiver recruited this peer as a backup before its settle
+		// got here): nothing to change.
+		return Ready{Reply: &Reply{OK: true}}
+	}
 	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
-		// G1: the step was re-routed (or is being) first.
+		// G1: the step was re-routed (or is being) first. So it is for
+		// another guardian's re-route of the same attempt (G20): one of
+		// the two chains goes on.
 		return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Attempt: g.copy.Attempt}}
 	}
 	if g.copy == nil && g.mark != nil {
@@ -1407,7 +1485,7 @@ func (g *Guard) rerouted(e Rerouted) Ready {
 	prev := g.copy
 	rd := Ready{Unwatch: []string{prev.Holder.ID}, TellSuperseded: &Notice{Peer: prev.Holder, Attempt: e.Attempt}}
 	var old []pack.Peer
-	for _, b := range prev.otherGuardians() {
+	for _, b := range prev.OtherGuardians() {
 		if b.ID != e.Target.ID && !slices.ContainsFunc(e.Backups, func(x pack.Peer) bool { return x.ID == b.ID }) {
 			old = append(old, b)
 		}

@@ -44,7 +44,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 		ev = Store{Pack: []byte("pack@" + a["attempt"]), Holder: pack.Peer{ID: a["holder"]}, Attempt: script.Int(t, a, "attempt", 0),
 			Role: role, Primary: pack.Peer{ID: a["primary"]}, Backups: script.Peers(a["backups"]), Recruit: a["recruit"] == "true", At: clock(t, a)}
 	case "release":
-		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], ByKey: a["by-key"], Yield: a["yield"], Recording: a["recording"] == "true"}
+		ev = Release{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a), Probe: a["probe"] == "true", Rerouted: a["rerouted"] == "true", By: a["by"], ByKey: a["by-key"], Yield: a["yield"], Recording: a["recording"] == "true", Rerouter: a["rerouter"]}
 	case "moved-on":
 		ev = MovedOn{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "silent":
@@ -61,6 +61,8 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "rerouted":
 		ev = Rerouted{Target: pack.Peer{ID: a["target"]}, Local: a["local"] == "true", Pack: []byte("pack@" + a["attempt"]),
 			Attempt: script.Int(t, a, "attempt", 0), Backups: script.Peers(a["backups"]), At: clock(t, a)}
+	case "reroute-refused":
+		ev = RerouteRefused{Attempt: script.Int(t, a, "attempt", 0), At: clock(t, a)}
 	case "give-up":
 		ev = GiveUp{Supersede: a["supersede"] == "true", At: clock(t, a)}
 	case "aborted":
