@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -240,6 +242,18 @@ func runsOf(t *testing.T, m *testnet.Manifest, id string) map[string]int {
 		}
 	}
 	return runs
+}
+
+// wantRuns checks runs (runsOf's counts for workflow id) against want:
+// every service named there ran exactly that many times.
+func wantRuns(t *testing.T, id string, runs, want map[string]int) {
+	t.Helper()
+	t.Logf("%s: runs %v", id, runs)
+	for _, svc := range slices.Sorted(maps.Keys(want)) {
+		if runs[svc] != want[svc] {
+			t.Errorf("%s: %s ran %d times, want %d", id, svc, runs[svc], want[svc])
+		}
+	}
 }
 
 // submitAt0 submits wf to node 0 of m with extra arguments, and fails t

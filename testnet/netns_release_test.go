@@ -115,16 +115,8 @@ func releaseAnswerLost(t *testing.T, m *testnet.Manifest) (holder int, made bool
 
 	ask := allBut(m, holder)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("o's receiver lost its guardians' answers and sleepC's holder (node %d) was killed", holder))
-	runs := runsOf(t, m, st.ID)
-	t.Logf("%s: runs %v", st.ID, runs)
-	for _, svc := range []string{"a", "o", "b"} {
-		if runs[svc] != 1 {
-			t.Errorf("%s: %s ran %d times, want once", st.ID, svc, runs[svc])
-		}
-	}
-	if runs["sleepC"] != 2 {
-		t.Errorf("%s: sleepC ran %d times, want twice (its holder died before handing it on)", st.ID, runs["sleepC"])
-	}
+	// sleepC twice: its holder died before handing it on.
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "o": 1, "b": 1, "sleepC": 2})
 	for i, nd := range m.Nodes {
 		data, err := os.ReadFile(nd.Log)
 		if err != nil {

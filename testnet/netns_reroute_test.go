@@ -87,16 +87,8 @@ func guardiansCutFromEachOther(t *testing.T, bothClaim bool) {
 		t.Fatal(err)
 	}
 
-	runs := runsOf(t, m, st.ID)
-	t.Logf("%s: runs %v", st.ID, runs)
-	for _, svc := range []string{"a", "o", "b"} {
-		if runs[svc] != 1 {
-			t.Errorf("%s: %s ran %d times, want once", st.ID, svc, runs[svc])
-		}
-	}
-	if runs["sleepC"] != 2 {
-		t.Errorf("%s: sleepC ran %d times, want twice (its holder died before handing it on)", st.ID, runs["sleepC"])
-	}
+	// sleepC twice: its holder died before handing it on.
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "o": 1, "b": 1, "sleepC": 2})
 	// Every re-route of sleepC and whether its hand-off was taken.
 	var rerouted, taken []int
 	for i, nd := range m.Nodes {
