@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bedwe/bedwe/node/guard"
 )
 
 // The faults a node injects into itself, for the reliability tests that
@@ -46,7 +48,18 @@ const (
 	// another guardian cut off from it claims the same attempt meanwhile,
 	// and node/guard G20 must keep one of the two chains.
 	FailpointStallAfterClaim = "BEDWE_FAILPOINT_STALL_AFTER_CLAIM"
+	// FailpointStallAfterRecord makes a join that recorded a branch end
+	// whose last step ran SERVICE wait failpointLongStall before it
+	// releases that step's guardians: longer than guard.RecordingHold, so
+	// a guardian whose holder went silent meanwhile asks the join whether
+	// the branch ended before it re-routes (reliability-core "Left undone"
+	// 24).
+	FailpointStallAfterRecord = "BEDWE_FAILPOINT_STALL_AFTER_RECORD"
 )
+
+// failpointLongStall is how long FailpointStallAfterRecord waits: twice
+// the time a probe holds a re-route off (G18).
+const failpointLongStall = 2 * guard.RecordingHold
 
 // failpointStall is how long FailpointStallAfterProbe and
 // FailpointStallAfterClaim wait: longer than a silent holder's detection
@@ -85,11 +98,16 @@ func (f failpoint) fires(service, dataDir string) bool {
 
 // stall waits failpointStall if the failpoint fires for service.
 func (f failpoint) stall(service, dataDir string, log *slog.Logger) {
+	f.stallFor(service, dataDir, log, failpointStall)
+}
+
+// stallFor waits d if the failpoint fires for service.
+func (f failpoint) stallFor(service, dataDir string, log *slog.Logger, d time.Duration) {
 	if !f.fires(service, dataDir) {
 		return
 	}
-	log.Warn("failpoint: stalling", "failpoint", f.name, "service", service, "for", failpointStall)
-	time.Sleep(failpointStall)
+	log.Warn("failpoint: stalling", "failpoint", f.name, "service", service, "for", d)
+	time.Sleep(d)
 }
 
 // kill SIGKILLs this process if the failpoint fires for service.

@@ -982,10 +982,12 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 	var co coGuardianAnswer
 	var a movedOnAnswer
 	var wg sync.WaitGroup
-	wg.Add(3)
+	var branchEnded bool
+	wg.Add(4)
 	go func() { defer wg.Done(); ended, a.originReached = n.workflowEndedReached(ctx, p) }()
 	go func() { defer wg.Done(); co = n.askCoGuardians(ctx, key, c) }()
 	go func() { defer wg.Done(); stale = n.chainSuperseded(ctx, c, p) }()
+	go func() { defer wg.Done(); branchEnded = n.branchEnded(ctx, p) }()
 	wg.Wait()
 	released := co.movedOn
 	a.peersReached, a.asked = co.reached, co.asked
@@ -1000,7 +1002,7 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 		a.movedOn = true
 		return a
 	}
-	if !(ended || released) {
+	if !(ended || released || branchEnded) {
 		if co.primaryGuards {
 			// G19: the primary this copy stood in for answers now, with a
 			// live copy of the same attempt: it acts, and this copy is a
@@ -1014,8 +1016,11 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 		return a
 	}
 	why := "the workflow has ended"
-	if released {
+	switch {
+	case released:
 		why = "another guardian of the step was released, or re-routed it past this attempt"
+	case branchEnded && !ended:
+		why = "the join recorded the end of this step's branch"
 	}
 	n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
 	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
@@ -1338,6 +1343,25 @@ func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, r
 		}
 	}
 	return false, reached
+}
+
+// branchEnded asks the copies of the join p's branch ends at (its
+// innermost frame) whether nothing of that branch is left to run: its end
+// was recorded, or the pattern decided without it (join.BranchEnded). A
+// join records a branch end before it releases the guardians of the
+// branch's last step; a holder killed in between, with the join's release
+// lost or late past guard.RecordingHold (G18), left that step to be run
+// again (reliability-core "Left undone" 24). No answer, or a pack outside
+// any pattern, says no.
+func (n *Node) branchEnded(ctx context.Context, p *pack.Pack) bool {
+	if len(p.Frames) == 0 {
+		return false
+	}
+	f := p.Frames[len(p.Frames)-1]
+	return anyAtOnce(f.Holders, func(h pack.Peer) bool {
+		rep, err := n.guardCallErr(ctx, h, api.JoinStatus{Key: f.JoinID, Branch: f.Branch, AskBranch: true}, settleCallTimeout)
+		return err == nil && rep.Known && rep.Released
+	})
 }
 
 // redispatch re-routes a guarded pack whose head is not a service: only

@@ -378,6 +378,7 @@ func (n *Node) deliverHere(d api.Delivery) join.Ack {
 	n.stallAfterProbe.stall(lastOK(d.Trace).Service, n.cfg.DataDir, n.log)
 	ack := n.stepJoin(c, fromDelivery(d))
 	if ack.OK {
+		n.stallAfterRecord.stallFor(lastOK(d.Trace).Service, n.cfg.DataDir, n.log, failpointLongStall)
 		// Recorded (or already counted): the branch's last guardians are
 		// released by the join, not by the sender alone.
 		switch err := n.settle(n.ctx, d.Attempt, d.Settle, successor{}); {
@@ -661,9 +662,9 @@ func (n *Node) joinReplicaOp(from peer.ID, req api.GuardRequest) api.GuardReply 
 		if c == nil {
 			return api.GuardReply{OK: true}
 		}
-		var acting bool
-		c.view(func(j *join.Join) { acting = j.Acting() })
-		return api.GuardReply{OK: true, Known: true, Active: acting}
+		var acting, ended bool
+		c.view(func(j *join.Join) { acting, ended = j.Acting(), m.AskBranch && j.BranchEnded(m.Branch) })
+		return api.GuardReply{OK: true, Known: true, Active: acting, Released: ended}
 	}
 	return api.GuardReply{Error: fmt.Sprintf("unknown join request %T", req)}
 }

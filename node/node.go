@@ -276,8 +276,8 @@ type Node struct {
 	// (node/guard G15).
 	handing *handingOn
 	// The test-only failpoints of failpoint.go (unset: off).
-	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken, stallAfterProbe, stallAfterClaim failpoint
-	guards                                                                                            *guardTable // its own lock
+	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken, stallAfterProbe, stallAfterClaim, stallAfterRecord failpoint
+	guards                                                                                                              *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -379,6 +379,7 @@ func New(cfg Config) (*Node, error) {
 		killAfterTaken:     failpointFromEnv(FailpointKillAfterTaken),
 		stallAfterProbe:    failpointFromEnv(FailpointStallAfterProbe),
 		stallAfterClaim:    failpointFromEnv(FailpointStallAfterClaim),
+		stallAfterRecord:   failpointFromEnv(FailpointStallAfterRecord),
 		guards:             newGuardTable(),
 		firstBeat:          map[string]time.Time{},
 		beatsChanged:       make(chan struct{}, 1),

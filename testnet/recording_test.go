@@ -82,6 +82,49 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 	}
 }
 
+// TestABranchEndRecordedButNotReleasedIsNotRunAgain is what G18 leaves
+// open (reliability-core "Left undone" 24): a join that recorded a branch
+// end and did not release the guardians of the branch's last step for
+// longer than guard.RecordingHold (here it stalls 30 s after its record,
+// node.FailpointStallAfterRecord; a lost release does the same), while
+// that step's holder is SIGKILLed. Once the hold is over the guardians may
+// re-route, and the workflow has not ended (the other branch, sleepA, runs
+// 25 s): before they do, they ask the join's copies whether the branch
+// ended (join.BranchEnded), hear that it did, and drop their copies. b and
+// d run once and sleepA once, and a guardian logged why it did not
+// re-route. Before, b ran a second time.
+func TestABranchEndRecordedButNotReleasedIsNotRunAgain(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "stalled")
+	t.Setenv(node.FailpointStallAfterRecord, "b:"+marker)
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: sleepAtOrigin})
+	st := submitAt0(t, m, "FORK(b, sleepA) SYNC d", "--input", `{"sleep_ms": 25000}`)
+	actor := firedOn(t, m, marker, "the join never recorded b's branch end")
+	holder := ranOn(t, m, st.ID, "b")
+	if holder == actor {
+		t.Fatalf("b ran on node %d, the join's actor: killing it would kill the join too", holder)
+	}
+	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ask := allBut(m, holder)
+	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled between its record and its release", holder, actor))
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"b": 1, "sleepA": 1, "d": 1})
+	if !anyLogged(m, "the join recorded the end of this step's branch") {
+		t.Errorf("no guardian logged that the join had recorded b's branch end: it re-routed b, or did not find the holder silent before the join released it (the fault was not made)")
+	}
+}
+
+// sleepAtOrigin is the services of a testnet where sleep* and d run on
+// node 0 only (the origin, and the join of a FORK submitted there) and b
+// on the other nodes only, all recording their executions.
+func sleepAtOrigin(i int) string {
+	svc := "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n"
+	if i == 0 {
+		return svc + "  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n  - {match: \"d\", kind: echo}\n"
+	}
+	return svc + "  - {match: \"b\", kind: echo}\n"
+}
+
 // anyLogged reports whether any node's log has a line containing s.
 func anyLogged(m *testnet.Manifest, s string) bool {
 	for _, nd := range m.Nodes {

@@ -199,9 +199,13 @@ type JoinForwarded struct {
 }
 
 // JoinStatus asks a join copy (from a restarted primary, or a later
-// replica) whether it knows the join and acts for it.
+// replica) whether it knows the join and acts for it. With AskBranch (from
+// a guardian of a step of branch Branch, before it re-routes) the answer
+// is Released when nothing of that branch is left to run (join.BranchEnded).
 type JoinStatus struct {
-	Key string `cbor:"1,keyasint"`
+	Key       string `cbor:"1,keyasint"`
+	Branch    int    `cbor:"2,keyasint,omitempty"`
+	AskBranch bool   `cbor:"3,keyasint,omitempty"`
 }
 
 // JoinHandover makes the receiving replica the acting copy of the join in

@@ -440,6 +440,21 @@ func (j *Join) Prunable(before time.Time, workflowEnded bool) bool {
 // Acting reports whether this copy decides and forwards.
 func (j *Join) Acting() bool { return j.rec.Role == RolePrimary || j.rec.Role == RoleActing }
 
+// BranchEnded reports whether nothing of branch is left to run: this copy
+// recorded the branch's end, or the pattern was decided (or abandoned)
+// without it. A guardian of a step of that branch whose holder went
+// silent asks before it re-routes (node: branchEnded): a holder killed
+// after its branch end was recorded, while the join's release of its
+// guardians was lost or late, would otherwise have its step run again
+// (reliability-core "Left undone" 24).
+func (j *Join) BranchEnded(branch int) bool {
+	if j.rec.Phase != PhaseOpen {
+		return true
+	}
+	_, recorded := j.rec.Results[branch]
+	return recorded
+}
+
 // Pending reports whether this copy still has work: it acts and the
 // continuation has not been acknowledged.
 func (j *Join) Pending() bool {

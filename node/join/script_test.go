@@ -103,6 +103,8 @@ func apply(t *testing.T, jp **Join, cmd string, self pack.Peer) []string {
 		ev = SplitSettled{Superseded: a["superseded"] == "true"}
 	case "new-actor":
 		ev = NewActor{Actor: pack.Peer{ID: a["actor"]}, Epoch: script.Int(t, a, "epoch", j.Token().Epoch+1)}
+	case "branch-ended":
+		return []string{fmt.Sprintf("branch-ended: %v", j.BranchEnded(script.Int(t, a, "branch", 0))), state(j)}
 	case "restart":
 		*jp = Load(j.Record())
 		return []string{ready((*jp).Resume()), state(*jp)}
