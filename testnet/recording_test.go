@@ -89,7 +89,7 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 // node.FailpointStallAfterRecord; a lost release does the same), while
 // that step's holder is SIGKILLed. Once the hold is over the guardians may
 // re-route, and the workflow has not ended (the other branch, sleepA, runs
-// 25 s): before they do, they ask the join's copies whether the branch
+// 28 s): before they do, they ask the join's copies whether the branch
 // ended (join.BranchEnded), hear that it did, and drop their copies. b and
 // d run once and sleepA once, and a guardian logged why it did not
 // re-route. Before, b ran a second time.
@@ -97,7 +97,7 @@ func TestABranchEndRecordedButNotReleasedIsNotRunAgain(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "stalled")
 	t.Setenv(node.FailpointStallAfterRecord, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: sleepAtOrigin})
-	st := submitAt0(t, m, "FORK(b, sleepA) SYNC d", "--input", `{"sleep_ms": 25000}`)
+	st := submitAt0(t, m, "FORK(b, sleepA) SYNC d", "--input", `{"sleep_ms": 28000}`)
 	actor := firedOn(t, m, marker, "the join never recorded b's branch end")
 	holder := ranOn(t, m, st.ID, "b")
 	if holder == actor {

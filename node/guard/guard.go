@@ -261,10 +261,13 @@
 //     re-routed ([RerouteRefused]); of two claims, a backup that stood in
 //     (G3) gives way to its primary's settle instead, so one chain goes
 //     on whichever settle comes first. A copy of the newer attempt that
-//     names the re-router as its primary (that re-route's receiver
-//     recruited this peer before its settle got here) answers it without
-//     a change; a store of a newer attempt ends a stood-in backup's
-//     claim if its primary re-routed, and is refused by any other claim.
+//     names the re-router as its primary, or as its holder (that
+//     re-route's receiver, or the re-router that took the pack itself,
+//     recruited this peer before its settle got here), answers it without
+//     a change — a CI run's pair-random lost a workflow when a local
+//     re-route's own backup refused its settle; a store of a newer
+//     attempt ends a stood-in backup's claim if its primary re-routed,
+//     and is refused by any other claim.
 //     Before, a primary and its backup cut from each other (and only
 //     from each other) each found the holder silent and re-routed, and a
 //     re-routed pack settled nothing: both chains went on (reliability-
@@ -1228,7 +1231,7 @@ func (g *Guard) store(e Store) Ready {
 		// gives way to its primary's re-route; any other claim stands,
 		// and the receiver, refused here, recruits another backup (its
 		// settle here is refused too).
-		if !c.StoodIn || e.Primary.ID == "" || e.Primary.ID != c.Primary.ID {
+		if !c.StoodIn || c.Primary.ID == "" || (e.Primary.ID != c.Primary.ID && e.Holder.ID != c.Primary.ID) {
 			return Ready{Reply: &Reply{Error: fmt.Sprintf("re-routing attempt %d of this step here", c.Attempt)}}
 		}
 		g.rerouting = false
@@ -1307,10 +1310,11 @@ func (g *Guard) release(e Release) Ready {
 		rd.Reply = &Reply{OK: true}
 		return rd
 	}
-	if c := g.copy; c != nil && c.Attempt > e.Attempt && e.Rerouted && e.Rerouter != "" && c.Primary.ID == e.Rerouter {
+	if c := g.copy; c != nil && c.Attempt > e.Attempt && e.Rerouted && e.Rerouter != "" && (c.Primary.ID == e.Rerouter || c.Holder.ID == e.Rerouter) {
 		// G20: this copy guards the newer attempt of that very re-route
-		// (its receiver recruited this peer as a backup before its settle
-		// got here): nothing to change.
+		// (its receiver — the re-router itself, when it took the pack —
+		// recruited this peer as a backup before its settle got here):
+		// nothing to change.
 		return Ready{Reply: &Reply{OK: true}}
 	}
 	if g.copy != nil && (g.copy.Attempt > e.Attempt || (g.copy.Attempt == e.Attempt && g.rerouting)) {
@@ -1394,6 +1398,9 @@ func (g *Guard) forget(attempt int, at time.Time) Ready {
 		rd.Unwatch = []string{g.copy.Holder.ID}
 		g.copy = nil
 	}
+	// A claim of the dropped copy ends with it: its re-route, if it
+	// still reports, finds no copy; a later copy may be claimed.
+	g.rerouting = false
 	g.asked, g.recording = askedReroute{}, recordingHold{}
 	if g.mark == nil || g.mark.Attempt < attempt {
 		g.mark = &Mark{At: at, Attempt: attempt}
