@@ -37,13 +37,7 @@ func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
 	}
 	ask := allBut(m, holder)
 	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the origin stalled between its probe and its record", holder))
-	runs := runsOf(t, m, st.ID)
-	t.Logf("%s: b held by node %d, killed during the origin's stall; runs %v", st.ID, holder, runs)
-	for _, svc := range []string{"a", "b"} {
-		if runs[svc] != 1 {
-			t.Errorf("%s ran %d times, want once", svc, runs[svc])
-		}
-	}
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "b": 1})
 	if !anyLogged(m, "a join or an origin is recording the step's next hop") {
 		t.Errorf("no guardian logged that it waited for the origin's record: it re-routed during the stall, or did not find the holder silent before it ended (the fault was not made)")
 	}
@@ -60,23 +54,8 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 	t.Setenv(node.FailpointStallAfterProbe, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: bApart})
 	st := submitAt0(t, m, "FORK(b, a) SYNC d")
-	actor := firedOn(t, m, marker, "the join never probed b's branch end")
-	holder := ranOn(t, m, st.ID, "b")
-	if holder == actor {
-		t.Fatalf("b ran on node %d, the join's actor: killing it would kill the join too", holder)
-	}
-	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ask := allBut(m, holder)
-	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled between its probe and its record", holder, actor))
-	runs := runsOf(t, m, st.ID)
-	t.Logf("%s: b held by node %d, killed during the join's stall at node %d; runs %v", st.ID, holder, actor, runs)
-	for _, svc := range []string{"a", "b", "d"} {
-		if runs[svc] != 1 {
-			t.Errorf("%s ran %d times, want once", svc, runs[svc])
-		}
-	}
+	killBWhileTheJoinStalls(t, m, st.ID, marker, "the join never probed b's branch end", "between its probe and its record")
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "b": 1, "d": 1})
 	if !anyLogged(m, "a join or an origin is recording the step's next hop") {
 		t.Errorf("no guardian logged that it waited for the join's record: it re-routed during the stall, or did not find the holder silent before it ended (the fault was not made)")
 	}
@@ -98,20 +77,30 @@ func TestABranchEndRecordedButNotReleasedIsNotRunAgain(t *testing.T) {
 	t.Setenv(node.FailpointStallAfterRecord, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: sleepAtOrigin})
 	st := submitAt0(t, m, "FORK(b, sleepA) SYNC d", "--input", `{"sleep_ms": 28000}`)
-	actor := firedOn(t, m, marker, "the join never recorded b's branch end")
-	holder := ranOn(t, m, st.ID, "b")
+	killBWhileTheJoinStalls(t, m, st.ID, marker, "the join never recorded b's branch end", "between its record and its release")
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"b": 1, "sleepA": 1, "d": 1})
+	if !anyLogged(m, "the join recorded the end of this step's branch") {
+		t.Errorf("no guardian logged that the join had recorded b's branch end: it re-routed b, or did not find the holder silent before the join released it (the fault was not made)")
+	}
+}
+
+// killBWhileTheJoinStalls waits for the join of workflow id to stall at its
+// failpoint (marker; never says what it means if it does not), SIGKILLs the
+// node that ran b (which must not be the join's actor), and waits for the
+// workflow to succeed at the other nodes. where says where the join
+// stalled, for the messages.
+func killBWhileTheJoinStalls(t *testing.T, m *testnet.Manifest, id, marker, never, where string) {
+	t.Helper()
+	actor := firedOn(t, m, marker, never)
+	holder := ranOn(t, m, id, "b")
 	if holder == actor {
 		t.Fatalf("b ran on node %d, the join's actor: killing it would kill the join too", holder)
 	}
 	if err := m.Kill(holder, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	ask := allBut(m, holder)
-	awaitSucceededAt(t, m, ask, st.ID, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled between its record and its release", holder, actor))
-	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"b": 1, "sleepA": 1, "d": 1})
-	if !anyLogged(m, "the join recorded the end of this step's branch") {
-		t.Errorf("no guardian logged that the join had recorded b's branch end: it re-routed b, or did not find the holder silent before the join released it (the fault was not made)")
-	}
+	t.Logf("%s: b held by node %d, killed while the join at node %d stalled %s", id, holder, actor, where)
+	awaitSucceededAt(t, m, allBut(m, holder), id, fmt.Sprintf("b's holder (node %d) was killed while the join (node %d) stalled %s", holder, actor, where))
 }
 
 // sleepAtOrigin is the services of a testnet where sleep* and d run on
