@@ -136,7 +136,15 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	if !fresh {
 		// The same attempt handed here again (a sender whose first
 		// hand-off timed out tried again): answer as the first one ends.
-		return n.acceptedBefore(ctx, s, p)
+		ack, again := n.acceptedBefore(ctx, s, p)
+		if !again {
+			return ack
+		}
+		// The first was refused while it was being taken: this hand-off
+		// is taken afresh, with a place of its own.
+		giveBack()
+		taken = true
+		return n.accept(ctx, p, raw)
 	}
 	// Two copies besides this one before anything is released: the
 	// sender's (once it hears the ack) and a backup's.
@@ -320,7 +328,20 @@ func (n *Node) noteNewerAttempt(key string, attempt int) {
 // (it runs here once), else its refusal. Refusing while the first is
 // still being taken would send the sender to another peer, and the step
 // would run twice.
-func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) api.Ack {
+//
+// A first acceptance refused as superseded while it was being taken
+// (another receiver took the attempt first, G8 and J6; or a guardian's
+// answer said so) is not remembered as an end (handedon.go), and its
+// refusal is not the answer: again says to take this hand-off afresh once
+// that slot is gone, settling anew. A sender that hands the step here
+// again is one told that this peer took it first (handToFirst): the
+// guardians or join copies that recorded this peer answer it as before,
+// or name the receiver they recorded since (a swap resolved, guard G14,
+// join J11). Answered "superseded" instead, the sender stopped its chain
+// while neither receiver held the step: a FORK branch start to a peer
+// whose link flapped was lost that way (reliability-core, thirtieth
+// session).
+func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) (ack api.Ack, again bool) {
 	// The same step and attempt of another chain (pack.Lineage) is not
 	// the work held here: of an older chain it stops here, and a newer
 	// chain is sent to another peer while this peer holds the older one
@@ -328,28 +349,35 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) ap
 	// ends — a newer chain told "superseded" would drop its work.
 	switch order, refusal := n.chainOrder(p, s.view().Record().Pack.Lineage(), "held"); order {
 	case -1:
-		return refusal
+		return refusal, false
 	case 1:
 		n.log.Info("a step this peer holds for an older chain was handed here by a newer one; sent elsewhere", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
-		return api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for an older chain; try another peer", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}
+		return api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for an older chain; try another peer", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}, false
 	}
+	key := s.view().Record().Key
 	for {
 		m := s.view()
 		switch ph := m.Phase(); {
 		case ph == held.PhaseSuperseded:
-			return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+			if e, ok := n.handedOn.get(key); ok && e.v.superseded {
+				// Superseded after it was taken: a guardian re-routed it.
+				return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID()))}, false
+			}
+			if cur, ok := n.helds.t.get(key); !ok || cur != s {
+				return api.Ack{}, true
+			}
 		case ph == held.PhaseCancelled:
-			return api.Ack{Code: api.CodeCancelled, Error: "workflow " + p.WorkflowID + " was cancelled"}
+			return api.Ack{Code: api.CodeCancelled, Error: "workflow " + p.WorkflowID + " was cancelled"}, false
 		case ph == held.PhaseDone && m.Record().Forwarded:
-			return api.Ack{OK: true} // it ran here and moved on
+			return api.Ack{OK: true}, false // it ran here and moved on
 		case ph.Ended():
-			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s could not take this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s could not take this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}, false
 		case ph >= held.PhaseRunning:
-			return api.Ack{OK: true}
+			return api.Ack{OK: true}, false
 		}
 		select {
 		case <-ctx.Done():
-			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}
+			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}, false
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -877,6 +905,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			if ack.Code == api.CodeUnsettled {
 				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
+				n.stallAfterUnsettled.stallFor(head.Name, n.cfg.DataDir, n.log, failpointUntilKilled)
 				unsettled.mark()
 			}
 			exclude[target] = true
@@ -934,6 +963,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			if ack.Code == api.CodeUnsettled {
 				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
+				n.stallAfterUnsettled.stallFor(head.Name, n.cfg.DataDir, n.log, failpointUntilKilled)
 				unsettled.mark()
 			}
 			if ack.Code == api.CodeBusy {

@@ -32,6 +32,12 @@ const (
 	// FailpointKillAfterUnsettled makes a sender whose hand-off of SERVICE
 	// was refused as unsettled SIGKILL itself before it tries again.
 	FailpointKillAfterUnsettled = "BEDWE_FAILPOINT_KILL_AFTER_UNSETTLED"
+	// FailpointStallAfterUnsettled makes a sender whose hand-off of
+	// SERVICE was refused as unsettled wait failpointUntilKilled before it
+	// tries again: the guardians of its step keep their copies pending
+	// (node/guard G17) meanwhile, and the test restarts them, then kills
+	// the sender (reliability-core "Left undone" 20).
+	FailpointStallAfterUnsettled = "BEDWE_FAILPOINT_STALL_AFTER_UNSETTLED"
 	// FailpointKillAfterTaken makes a sender whose hand-off of SERVICE
 	// was acknowledged SIGKILL itself before it journals the hand-on: its
 	// restarted holder must learn from the guardians and the receiver
@@ -60,6 +66,10 @@ const (
 // failpointLongStall is how long FailpointStallAfterRecord waits: twice
 // the time a probe holds a re-route off (G18).
 const failpointLongStall = 2 * guard.RecordingHold
+
+// failpointUntilKilled is how long FailpointStallAfterUnsettled waits:
+// far longer than the test that sets it takes to kill the node.
+const failpointUntilKilled = 3 * time.Minute
 
 // failpointStall is how long FailpointStallAfterProbe and
 // FailpointStallAfterClaim wait: longer than a silent holder's detection

@@ -189,6 +189,7 @@ func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
 		s.mu.Unlock()
 		return guard.Ready{}, fmt.Errorf("journal guard copy %s: %w", key, err)
 	}
+	n.pendingGoneLater(m, rd)
 	n.guards.commit(key, s, m)
 	s.mu.Unlock()
 	n.applyGuard(key, rd)
@@ -234,6 +235,8 @@ func (n *Node) stepGuardsTogether(a string, ea guard.Event, b string, eb guard.E
 		})
 	}
 	if err == nil {
+		n.pendingGoneLater(ma, rda)
+		n.pendingGoneLater(mb, rdb)
 		n.guards.commit(a, sa, ma)
 		n.guards.commit(b, sb, mb)
 	}
@@ -257,24 +260,41 @@ func (n *Node) persistGuard(m *guard.Guard, p guard.Persist) error {
 
 // guardWrite is what persistGuard writes, as a function of a journal
 // transaction (nil: nothing to write).
+//
+// A pending copy (G17) stays where the live copy was, in BucketOutbox,
+// beside a tombstone that says so (guard.Mark.Pending): the release
+// writes no pack bytes, and the copy's end, deferred to a later write
+// (pendingGoneLater), deletes the entry the release deleted before
+// pending copies were journaled.
 func guardWrite(m *guard.Guard, p guard.Persist) func(*journal.Tx) error {
 	key := m.Key()
 	switch p {
 	case guard.PersistSave:
 		value := rpc.MustCBOR(m.Copy())
 		return func(tx *journal.Tx) error { return tx.Put(journal.BucketOutbox, key, value) }
-	case guard.PersistForget:
+	case guard.PersistForget, guard.PersistForgetPending:
 		// One transaction: a guardian that restarts still knows the step
 		// moved on (a release is answered only once this is durable).
-		mark := rpc.MustCBOR(m.Mark())
+		// The outbox entry is the pending copy while there is one.
+		mark, keep := rpc.MustCBOR(m.Mark()), m.Pending() != nil
 		return func(tx *journal.Tx) error {
-			if err := tx.Delete(journal.BucketOutbox, key); err != nil {
-				return err
+			if !keep {
+				if err := tx.Delete(journal.BucketOutbox, key); err != nil {
+					return err
+				}
 			}
 			return tx.Put(journal.BucketReleased, key, mark)
 		}
 	case guard.PersistDropMark:
-		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketReleased, key) }
+		live := m.Copy() != nil
+		return func(tx *journal.Tx) error {
+			if !live {
+				if err := tx.Delete(journal.BucketOutbox, key); err != nil { // a pending copy's
+					return err
+				}
+			}
+			return tx.Delete(journal.BucketReleased, key)
+		}
 	case guard.PersistDelete:
 		return func(tx *journal.Tx) error { return tx.Delete(journal.BucketOutbox, key) }
 	case guard.PersistRestore:
@@ -289,6 +309,38 @@ func guardWrite(m *guard.Guard, p guard.Persist) func(*journal.Tx) error {
 		}
 	}
 	return nil
+}
+
+// pendingGoneLater journals the end of a pending copy (rd.PendingGone,
+// G17) with the next write rather than a commit of its own: its outbox
+// entry goes, unless a live copy is there now. Called with the key's
+// slot locked, after the step's own write, so that it follows that
+// write. Lost to a crash, the copy is restored as pending and asked about
+// again, or is stale and dropped (resume).
+func (n *Node) pendingGoneLater(m *guard.Guard, rd guard.Ready) {
+	gone := rd.PendingGone
+	if gone == nil || m.Copy() != nil {
+		return
+	}
+	key, attempt := m.Key(), gone.Attempt
+	n.journal.Later(func(tx *journal.Tx) error { return dropPendingCopy(tx, key, attempt) })
+}
+
+// dropPendingCopy deletes key's outbox entry if it is the copy of attempt
+// (a live copy stored since is of a later one), read without decoding
+// its pack (guard.Record's key 4).
+func dropPendingCopy(tx *journal.Tx, key string, attempt int) error {
+	raw, ok, err := tx.Get(journal.BucketOutbox, key)
+	if err != nil || !ok {
+		return err
+	}
+	var c struct {
+		Attempt int `cbor:"4,keyasint"`
+	}
+	if rpc.Dec.Unmarshal(raw, &c) != nil || c.Attempt != attempt {
+		return nil
+	}
+	return tx.Delete(journal.BucketOutbox, key)
 }
 
 // applyGuard carries out the part of rd that follows the write.
@@ -795,8 +847,9 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	if err != nil {
 		if errors.Is(err, errChainSuperseded) {
 			// G20: another guardian re-routed this attempt first; its
-			// chain goes on.
-			n.log.Warn("re-route refused: another guardian of the step re-routed it first", "key", key, "workflow", p.WorkflowID, "attempt", p.Attempt)
+			// chain goes on. G21: or the attempt moved on there, its
+			// release confirmed (this guardian missed it).
+			n.log.Warn("re-route refused: another guardian of the step re-routed it first, or saw it move on", "key", key, "workflow", p.WorkflowID, "attempt", p.Attempt)
 			n.stepGuardLogged(key, guard.RerouteRefused{Attempt: o.Attempt, At: time.Now().UTC()})
 			return
 		}

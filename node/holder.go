@@ -424,6 +424,7 @@ func (n *Node) forwardedAndGuarded(s *heldSlot, next *pack.Pack, h handedOff) {
 	}
 	s.cur.Store(hm)
 	s.mu.Unlock()
+	n.pendingGoneLater(gm, grd)
 	n.guards.commit(key, gs, gm)
 	gs.mu.Unlock()
 	n.applyGuard(key, grd)

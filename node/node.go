@@ -69,7 +69,12 @@
 //     A backup guardian does not stand in for a primary that is still
 //     handing the step on (node/guard G15, handing.go): the sender hands
 //     it to its first receiver again, and a re-route meanwhile ran it
-//     twice.
+//     twice. A re-route is settled at the attempt's other guardians by its
+//     first receiver (G20): one that re-routed the attempt too, or whose
+//     release of it is confirmed (G21: the step moved on while this
+//     guardian was cut off), refuses it, and the re-router drops its
+//     copy; a released copy not confirmed yet is journaled as pending
+//     (G17), so a restarted guardian still asks about it.
 //     Tests:
 //     TestBackupWaitsForAPrimaryHandingTheStep,
 //     TestPrimaryAnswersHandingWhileItHandsTheStepOn,
@@ -78,7 +83,10 @@
 //     TestReleaseWaitsWhileACoGuardianDecidesReroute,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
 //     TestSecondSuccessorRefused, TestSecondContinuationReceiverRefused,
-//     TestHandedOnAttemptNotRunAgain; testnet scenarios sender-after-ack,
+//     TestHandedOnAttemptNotRunAgain; testnet
+//     TestNetnsGuardiansCutFromEachOtherRerouteOnce,
+//     TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn,
+//     TestARestartedGuardianStillAsksAboutItsPendingCopy; testnet scenarios sender-after-ack,
 //     consecutive, executor, blackout and, on namespaces, isolate-holder,
 //     isolate-join-holder, split-zones, flapping-link
 //     (executions_duplicated == 0).
@@ -276,8 +284,8 @@ type Node struct {
 	// (node/guard G15).
 	handing *handingOn
 	// The test-only failpoints of failpoint.go (unset: off).
-	killAfterRan, refuseSettled, killAfterUnsettled, killAfterTaken, stallAfterProbe, stallAfterClaim, stallAfterRecord failpoint
-	guards                                                                                                              *guardTable // its own lock
+	killAfterRan, refuseSettled, killAfterUnsettled, stallAfterUnsettled, killAfterTaken, stallAfterProbe, stallAfterClaim, stallAfterRecord failpoint
+	guards                                                                                                                                   *guardTable // its own lock
 	// firstBeat holds holders to watch once their first beat arrives.
 	firstBeat map[string]time.Time
 	joins     *joinTable // its own lock
@@ -362,34 +370,35 @@ func New(cfg Config) (*Node, error) {
 		reg = r
 	}
 	n := &Node{
-		cfg:                cfg,
-		log:                cfg.Logger,
-		services:           reg,
-		limits:             pack.DefaultLimits(),
-		announceNow:        make(chan struct{}, 1),
-		presenceChanged:    make(chan struct{}, 1),
-		joins:              newJoinTable(),
-		helds:              newHeldTable(),
-		handedOn:           newTimedSet[handedOnEntry](),
-		unsettled:          newTimedSet[struct{}](),
-		handing:            newHandingOn(),
-		killAfterRan:       failpointFromEnv(FailpointKillAfterRan),
-		refuseSettled:      failpointFromEnv(FailpointRefuseSettled),
-		killAfterUnsettled: failpointFromEnv(FailpointKillAfterUnsettled),
-		killAfterTaken:     failpointFromEnv(FailpointKillAfterTaken),
-		stallAfterProbe:    failpointFromEnv(FailpointStallAfterProbe),
-		stallAfterClaim:    failpointFromEnv(FailpointStallAfterClaim),
-		stallAfterRecord:   failpointFromEnv(FailpointStallAfterRecord),
-		guards:             newGuardTable(),
-		firstBeat:          map[string]time.Time{},
-		beatsChanged:       make(chan struct{}, 1),
-		activityChanged:    make(chan struct{}, 1),
-		active:             map[string]*activeStep{},
-		cancelled:          map[string]time.Time{},
-		returned:           make(chan struct{}),
-		drainKick:          make(chan struct{}, 1),
-		breakers:           breaker.New(cfg.Breaker),
-		zone:               cfg.Zone,
+		cfg:                 cfg,
+		log:                 cfg.Logger,
+		services:            reg,
+		limits:              pack.DefaultLimits(),
+		announceNow:         make(chan struct{}, 1),
+		presenceChanged:     make(chan struct{}, 1),
+		joins:               newJoinTable(),
+		helds:               newHeldTable(),
+		handedOn:            newTimedSet[handedOnEntry](),
+		unsettled:           newTimedSet[struct{}](),
+		handing:             newHandingOn(),
+		killAfterRan:        failpointFromEnv(FailpointKillAfterRan),
+		refuseSettled:       failpointFromEnv(FailpointRefuseSettled),
+		killAfterUnsettled:  failpointFromEnv(FailpointKillAfterUnsettled),
+		stallAfterUnsettled: failpointFromEnv(FailpointStallAfterUnsettled),
+		killAfterTaken:      failpointFromEnv(FailpointKillAfterTaken),
+		stallAfterProbe:     failpointFromEnv(FailpointStallAfterProbe),
+		stallAfterClaim:     failpointFromEnv(FailpointStallAfterClaim),
+		stallAfterRecord:    failpointFromEnv(FailpointStallAfterRecord),
+		guards:              newGuardTable(),
+		firstBeat:           map[string]time.Time{},
+		beatsChanged:        make(chan struct{}, 1),
+		activityChanged:     make(chan struct{}, 1),
+		active:              map[string]*activeStep{},
+		cancelled:           map[string]time.Time{},
+		returned:            make(chan struct{}),
+		drainKick:           make(chan struct{}, 1),
+		breakers:            breaker.New(cfg.Breaker),
+		zone:                cfg.Zone,
 	}
 	n.helds.added = func() {
 		n.kickBeats()

@@ -904,3 +904,80 @@ func TestReleaseWaitsWhileACoGuardianDecidesReroute(t *testing.T) {
 		})
 	}
 }
+
+// TestAReceiverRefusedWhileTakingIsAskedAgain is G8 and J6 at a receiver
+// asked twice for the same attempt while its first acceptance is still
+// settling: the guardian of the step before (a raw host) holds its answer
+// to the first settle, then says another peer took the attempt first, so
+// the first hand-off is refused naming that peer. The second hand-off,
+// waiting meanwhile, is then taken afresh: it settles again, the guardian
+// (which recorded this receiver since, as join copies do once a swap is
+// resolved) answers it, and S1 runs once. Before, the second hand-off was
+// answered "superseded" from the first's refusal, and a sender told to
+// hand the step to the peer that took it first stopped its chain there: a
+// FORK branch started while a link flapped was lost that way (two
+// receivers each refused naming the other, neither holding the branch).
+func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
+	nf, recFile, evFile := recordingNodeWith(t, "", func(cfg *node.Config) { cfg.HTTP = "127.0.0.1:0" })
+	h, id := rawHost(t, nf)
+	other, _ := rawHost(t, nf) // the peer named as the first receiver
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	rpc.Serve(h, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		if calls.Add(1) == 1 {
+			<-gate
+			return rpc.MustCBOR(api.GuardReply{OK: true, Known: true, Superseded: true, Released: true, Holder: pack.Peer{ID: other.ID().String()}})
+		}
+		return rpc.MustCBOR(api.GuardReply{OK: true})
+	})
+	rpc.Serve(h, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		return rpc.MustCBOR(api.Ack{OK: true})
+	})
+	raw := editPack(t, packFor(t, "S1 S2"), func(p *pack.Pack) {
+		p.Origin = []pack.Peer{peerRef(h)}
+		p.Sender = peerRef(h)
+		p.Settle = []pack.Settle{{Kind: pack.SettleGuard, Key: "wf-test|prev", Peers: []pack.Peer{peerRef(h)}}}
+	})
+	type answer struct {
+		ack api.Ack
+		err error
+	}
+	send := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			var a answer
+			var out []byte
+			if out, a.err = rpc.Call(context.Background(), h, id, api.ProtoHandoff, raw, api.MaxControlFrame, 20*time.Second); a.err == nil {
+				a.err = rpc.Dec.Unmarshal(out, &a.ack)
+			}
+			ch <- a
+		}()
+		return ch
+	}
+	first := send()
+	eventually(t, 10*time.Second, "the first acceptance settling", func() error {
+		if n := calls.Load(); n != 1 {
+			return fmt.Errorf("%d release calls", n)
+		}
+		return nil
+	})
+	second := send()
+	eventually(t, 10*time.Second, "the second hand-off received", func() error {
+		if n := scrape(t, nf.HTTP)[`bedwe_streams_served_total{protocol="`+api.ProtoHandoff+`"}`]; n != 2 {
+			return fmt.Errorf("%v hand-off streams served", n)
+		}
+		return nil
+	})
+	close(gate)
+	a1, a2 := <-first, <-second
+	if a1.err != nil || a1.ack.Code != api.CodeTaken || len(a1.ack.Guardians) != 1 || a1.ack.Guardians[0].ID != other.ID().String() {
+		t.Fatalf("first hand-off: %v %+v, want refused as taken by %s", a1.err, a1.ack, other.ID())
+	}
+	if a2.err != nil || !a2.ack.OK {
+		t.Fatalf("second hand-off: %v %+v, want taken afresh (OK)", a2.err, a2.ack)
+	}
+	waitEvents(t, evFile, events.HandedOn, "0", 1)
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
+	}
+}

@@ -182,12 +182,28 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A copy its tombstone says is pending (G17) is not live: restored as
+	// pending beside that tombstone, or dropped if nothing backs it (its
+	// end was not journaled before the restart).
+	pendings := map[string]*guard.Record{}
 	for key, mark := range marks {
-		n.guards.put(guard.Restore(key, copies[key], mark))
+		if c := copies[key]; c != nil && mark.Pending && c.Attempt == mark.Attempt {
+			pendings[key] = c
+			delete(copies, key)
+		}
+	}
+	for key, mark := range marks {
+		n.guards.put(guard.Restore(key, copies[key], mark, pendings[key]))
 	}
 	for key, rec := range copies {
 		if marks[key] == nil {
-			n.guards.put(guard.Restore(key, rec, nil))
+			n.guards.put(guard.Restore(key, rec, nil, nil))
+		}
+	}
+	for key, p := range pendings {
+		if n.guards.view(key).Pending() == nil {
+			attempt := p.Attempt
+			n.journal.Later(func(tx *journal.Tx) error { return dropPendingCopy(tx, key, attempt) })
 		}
 	}
 	for _, e := range errs {
@@ -199,6 +215,9 @@ func (n *Node) resume(ctx context.Context) error {
 	for _, g := range n.guards.all() {
 		if c := g.Copy(); c != nil {
 			watch[c.Holder.ID] = true
+		}
+		if p := g.Pending(); p != nil {
+			watch[p.Holder.ID] = true // G17: asked about once it is silent
 		}
 	}
 	for _, c := range n.joins.all() {

@@ -108,6 +108,53 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 	}
 }
 
+// TestARestartedGuardianStillAsksAboutItsPendingCopy is node/guard G17
+// across a restart (reliability-core "Left undone" 20): the receiver of o
+// (at-most-once) settles its hand-over, so the guardians of c record its
+// release and keep their copies pending, and refuses it as unsettled all
+// the same (node.FailpointRefuseSettled); c's holder, the sender, stalls
+// at that refusal (node.FailpointStallAfterUnsettled). Every node but the
+// sender is SIGKILLed and restarted (the guardians of c among them), and
+// then the sender is SIGKILLed for good. The restarted guardians read
+// their pending copies back from the journal, find the holder silent, ask
+// the receiver, hear that it never took o, and re-route c: the workflow
+// succeeds, c runs twice and a, o and b once. Before, the pending copy
+// lived in memory only: the restarted guardians kept only the tombstone,
+// and the workflow stayed running with nobody holding it.
+func TestARestartedGuardianStillAsksAboutItsPendingCopy(t *testing.T) {
+	dir := t.TempDir()
+	refused, stalled := filepath.Join(dir, "refused"), filepath.Join(dir, "stalled")
+	t.Setenv(node.FailpointRefuseSettled, "o:"+refused)
+	t.Setenv(node.FailpointStallAfterUnsettled, "o:"+stalled)
+	m := up(t, testnet.Options{Nodes: 4, Zones: 4})
+	st := submitAt0(t, m, "a c o[once=true] b")
+	sender := firedOn(t, m, stalled, "the sender of o never stalled after its hand-over was refused")
+	receiver := firedOn(t, m, refused, "o's hand-over was never refused after it settled")
+	others := allBut(m, sender)
+	// All at once, like a blackout of every zone but the sender's: no
+	// guardian keeps its memory while another restarts.
+	for _, i := range others {
+		if err := m.Kill(i, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range others {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := m.Restart(ctx, i)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Kill(sender, syscall.SIGKILL); err != nil { // never restarted
+		t.Fatal(err)
+	}
+	awaitSucceededAt(t, m, others, st.ID, fmt.Sprintf("node %d refused o's settled hand-over, every other node restarted, and the sender (node %d) killed for good", receiver, sender))
+	runs := runsOf(t, m, st.ID)
+	t.Logf("node %d refused o's hand-over after settling it; nodes %v restarted; node %d, c's holder, killed for good", receiver, others, sender)
+	wantRuns(t, st.ID, runs, map[string]int{"a": 1, "c": 2, "o": 1, "b": 1})
+}
+
 // TestHolderKilledAfterItsHandOffWasTakenDropsIt is the other side of
 // node/held H7: the holder of a quick step (qk: not at-most-once, its
 // outcome journaled only with its hand-on, H4) is SIGKILLed right after

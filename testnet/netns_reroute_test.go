@@ -59,18 +59,7 @@ func guardiansCutFromEachOther(t *testing.T, bothClaim bool) {
 		sleep = 20000
 	}
 	st := submitAt0(t, m, "a sleepC o[once=true] b", "--input", fmt.Sprintf(`{"sleep_ms": %d}`, sleep))
-	var accepted events.Event
-	holder := awaitEvent(t, m, "a node accepted sleepC", func(e events.Event) bool {
-		if e.Type == events.Accepted && e.Workflow == st.ID && e.Step == "1" {
-			accepted = e
-			return true
-		}
-		return false
-	})
-	primary, backup := nodeOf(m, accepted.From), -1
-	if len(accepted.Guardians) > 0 {
-		backup = nodeOf(m, accepted.Guardians[0])
-	}
+	holder, primary, backup := guardiansOfStep1(t, m, st.ID)
 	if primary < 0 || backup < 0 || primary == holder || backup == holder || primary == backup {
 		t.Fatalf("sleepC held by node %d, guarded by nodes %d and %d: want two guardians apart from the holder (a and sleepC run on different nodes)", holder, primary, backup)
 	}
@@ -140,4 +129,99 @@ func guardiansApart(i int) string {
 // nodeOf is the index of the node with peer ID id, or -1.
 func nodeOf(m *testnet.Manifest, id string) int {
 	return slices.IndexFunc(m.Nodes, func(nd testnet.Node) bool { return nd.PeerID == id })
+}
+
+// TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn is node/guard
+// G21 on real links (reliability-core "Left undone" 25): sleepC's primary
+// guardian (the node that ran a) is cut from its co-guardian and from the
+// nodes that run o, and only from those. sleepC's holder hands o on — o's
+// receiver releases the backup, and cannot reach the primary — and is
+// SIGKILLed right after that hand-off was taken
+// (node.FailpointKillAfterTaken), before it releases anyone itself. The
+// backup confirms the release (the receiver says it took o); the primary,
+// which heard of none of it, finds the holder silent, cannot ask its
+// co-guardian, and re-routes sleepC to a node it still reaches. That
+// node settles the re-route at the backup (G20), which answers that the
+// attempt moved on, its release confirmed: the re-route is refused, and
+// sleepC runs once. Before G21 the backup accepted it, and sleepC ran a
+// second time in a second chain. The test fails unless the primary did
+// re-route (the fault was made).
+func TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn(t *testing.T) {
+	killed := filepath.Join(t.TempDir(), "killed")
+	t.Setenv(node.FailpointKillAfterTaken, "o:"+killed)
+	m := upNetns(t, testnet.Options{Nodes: 8, Zones: 4, NodeServices: successorsApart})
+	// slow (20 s) keeps the workflow running while the primary decides:
+	// one that ended would be dropped on the origin's word.
+	st := submitAt0(t, m, "a sleepC o[once=true] slow", "--input", `{"sleep_ms": 4000}`)
+	holder, primary, backup := guardiansOfStep1(t, m, st.ID)
+	if primary < 0 || backup < 0 || primary == holder || backup == holder || primary == backup {
+		t.Fatalf("sleepC held by node %d, guarded by nodes %d and %d: want two guardians apart from the holder", holder, primary, backup)
+	}
+	cut := []int{backup}
+	for _, i := range []int{6, 7} {
+		if i != backup {
+			cut = append(cut, i)
+		}
+	}
+	if err := m.Partition([]int{primary}, cut); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: sleepC held by node %d, guarded by node %d (primary, cut from nodes %v) and node %d", st.ID, holder, primary, cut, backup)
+	if victim := firedOn(t, m, killed, "sleepC's holder was never killed after o's hand-off was taken"); victim != holder {
+		t.Fatalf("the failpoint fired on node %d, not on sleepC's holder (node %d)", victim, holder)
+	}
+	if err := m.Kill(holder, syscall.SIGKILL); err != nil { // waits until it is gone
+		t.Fatal(err)
+	}
+	rerouted := awaitEvent(t, m, "sleepC's primary guardian re-routing it", func(e events.Event) bool {
+		return e.Type == events.Reroute && e.Workflow == st.ID && e.Step == "1"
+	})
+	t.Logf("%s: sleepC re-routed by node %d", st.ID, rerouted)
+	awaitSucceededAt(t, m, allBut(m, holder), st.ID, fmt.Sprintf("sleepC's holder (node %d) was killed after o's hand-off was taken, its primary guardian cut off", holder))
+	if err := m.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "sleepC": 1, "o": 1, "slow": 1})
+}
+
+// guardiansOfStep1 waits for a node to accept step 1 (path "1") of
+// workflow id and returns that holder and the step's two guardians: its
+// sender (the primary) and the first backup the holder recruited (-1 if
+// none was named).
+func guardiansOfStep1(t *testing.T, m *testnet.Manifest, id string) (holder, primary, backup int) {
+	t.Helper()
+	var accepted events.Event
+	holder = awaitEvent(t, m, "a node accepted step 1", func(e events.Event) bool {
+		if e.Type == events.Accepted && e.Workflow == id && e.Step == "1" {
+			accepted = e
+			return true
+		}
+		return false
+	})
+	primary, backup = nodeOf(m, accepted.From), -1
+	if len(accepted.Guardians) > 0 {
+		backup = nodeOf(m, accepted.Guardians[0])
+	}
+	return holder, primary, backup
+}
+
+// successorsApart is the services of a testnet where a runs on nodes 1
+// and 2 only, sleep* on nodes 3 to 5 only, and o on nodes 6 and 7 only,
+// so that sleepC's primary guardian is never its holder and o's receiver
+// is neither sleepC's primary nor a node it could re-route sleepC to.
+// Node 0, the origin, runs nothing; slow (20 s) runs on every other node.
+func successorsApart(i int) string {
+	svc := "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n"
+	switch {
+	case i == 1 || i == 2:
+		svc += "  - {match: \"a\", kind: echo}\n"
+	case i >= 3 && i <= 5:
+		svc += "  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n"
+	case i >= 6:
+		svc += "  - {match: \"o\", kind: echo}\n"
+	}
+	if i > 0 {
+		svc += "  - {match: \"slow\", kind: sleep, duration: 20s}\n"
+	}
+	return svc
 }

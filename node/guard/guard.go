@@ -190,8 +190,12 @@
 //     successor first (node/held H7). testdata/owner-successor.txt.
 //   - G17 (a successor's release is confirmed before the copy goes): a
 //     live copy released by a named successor (By and ByKey set) is kept
-//     beside the tombstone as pending ([Guard.Pending], in memory only)
-//     and its holder stays watched, until the holder is seen without the
+//     beside the tombstone as pending ([Guard.Pending]; journaled: the
+//     release's own write keeps the copy's entry and says so in the
+//     tombstone, PersistForgetPending, so a restarted guardian keeps it
+//     too, and its end rides a later write, Ready.PendingGone) and its
+//     holder stays watched,
+//     until the holder is seen without the
 //     work ([HolderLetGo]: its beats no longer list the key, or it says
 //     it moved on) or the successor says it took it ([SuccessorTook]).
 //     A holder that goes silent first gets the successor asked
@@ -275,6 +279,25 @@
 //     TestNetnsGuardiansCutFromEachOtherRerouteOnce made it in 3 of 4 runs
 //     before this rule, and ...BothClaim, the first claim stalled by a
 //     failpoint, in 2 of 2). testdata/reroute-fence.txt.
+//   - G21 (a re-route of an attempt that moved on is refused): a release
+//     of an attempt is confirmed when it names no successor (a holder's
+//     own after its hand-off was taken, a join's or an origin's after its
+//     record, a move-on) or when its pending copy (G17) went because the
+//     holder let go of the work, said it moved on, or the successor said
+//     it took it (not after SuccessorGrace without an answer, nor when
+//     this guardian kept no copy to keep pending: [Mark].Unconfirmed). A re-route's settle (G20) that finds its attempt released
+//     and confirmed is answered Superseded: the receiver refuses the
+//     pack and the re-router drops its copy. Before, it was accepted as
+//     G7's notice was, and a primary guardian cut from its backup and
+//     from the successor (so that it missed the release) re-routed a
+//     step that had moved on: the step and the at-most-once step after it
+//     ran twice (the namespace test
+//     TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn, every run
+//     without this rule). A release not confirmed yet still lets the
+//     re-route go on (G7 over G17): the successor may have refused the
+//     hand-over, and the re-route be the only chain left.
+//     testdata/moved-on-reroute.txt; a restart keeps pending copies:
+//     TestARestartedGuardianStillAsksAboutItsPendingCopy.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -364,6 +387,21 @@ type Mark struct {
 	// ByKey is the work By took (a held key), for a restarted holder to
 	// ask it about (G16).
 	ByKey string `cbor:"5,keyasint,omitempty"`
+	// Unconfirmed: the release By made was never confirmed (G17): this
+	// guardian kept no live copy of the attempt to keep pending, or
+	// dropped its pending copy without an answer (SuccessorGrace) or on
+	// an answer too late to trust. A release with no By is confirmed by
+	// what raised it (a holder's release after its hand-off was taken, a
+	// join's or an origin's after its record, a move-on), and one with a
+	// By whose pending copy went because the holder let go of the work,
+	// said it moved on, or By said it took it is confirmed. A re-route of
+	// an attempt whose release is confirmed is refused (G21).
+	Unconfirmed bool `cbor:"6,keyasint,omitempty"`
+	// Pending: the journaled live copy of Attempt became the pending copy
+	// (G17, PersistForgetPending), and stays so until its journal entry
+	// goes. Not cleared in the journal when the pending copy goes (its
+	// entry's delete is what ends it there, Ready.PendingGone).
+	Pending bool `cbor:"7,keyasint,omitempty"`
 }
 
 // Guard is everything one guardian knows of one step key.
@@ -383,8 +421,11 @@ type Guard struct {
 	// restart a yield applies as before G14.
 	refused refusedSuccessors
 	// pending is the copy a named successor released, kept until the
-	// release is confirmed (G17). Not persisted: a restarted guardian
-	// keeps only the tombstone, as before G17.
+	// release is confirmed (G17). Journaled: the live copy's entry stays,
+	// and the tombstone says it is pending (Mark.Pending,
+	// PersistForgetPending); its end is journaled lazily
+	// (Ready.PendingGone): a restarted guardian that lost that write asks
+	// again.
 	pending *Record
 	// askedTook: the successor was asked about pending since (zero: not
 	// asked yet).
@@ -464,12 +505,28 @@ func (g *Guard) holds(attempt int, at time.Time) bool {
 func New(key string) *Guard { return &Guard{key: key} }
 
 // Restore rebuilds a guard from its journaled records (either may be nil).
-func Restore(key string, rec *Record, mark *Mark) *Guard {
+//
+// pending is the journaled pending copy (G17), if any: kept only beside a
+// tombstone of its attempt that names its successor (its end may not have
+// been journaled yet; such a copy is stale and dropped, see
+// [Guard.Pending]). A restored pending copy's holder is watched again, and
+// the successor asked once that holder is silent, as before the restart.
+func Restore(key string, rec *Record, mark *Mark, pending *Record) *Guard {
 	g := &Guard{key: key, mark: mark}
 	if rec != nil {
 		g.copy = rec.clone()
 	}
+	if pending != nil && g.pendingBacked(pending) {
+		g.pending = pending.clone()
+	}
 	return g
+}
+
+// pendingBacked reports whether p may be pending here: no live copy, and
+// a tombstone of p's attempt, not re-routed, naming the successor that
+// released it.
+func (g *Guard) pendingBacked(p *Record) bool {
+	return g.copy == nil && g.mark != nil && g.mark.Attempt == p.Attempt && !g.mark.Rerouted && g.mark.By != ""
 }
 
 // Clone returns a deep copy; the node steps a clone and keeps it once its
@@ -536,9 +593,15 @@ const (
 	// PersistDelete deletes the live copy and leaves the tombstone as it
 	// is (G11: a copy withdrawn by a holder that never took the step).
 	PersistDelete
-	// PersistRestore writes the live copy and deletes the tombstone, in one
-	// transaction (G17: the successor never took the work).
+	// PersistRestore writes the live copy and deletes the tombstone and
+	// the pending copy, in one transaction (G17: the successor never took
+	// the work).
 	PersistRestore
+	// PersistForgetPending writes the tombstone and keeps the live copy's
+	// journal entry as the pending copy ([Guard.Pending]), marked so in
+	// the same transaction (G17): a restarted guardian still asks the
+	// successor about it.
+	PersistForgetPending
 )
 
 // Reply is the answer to the request that stepped the guard (or to a
@@ -629,6 +692,12 @@ type Ready struct {
 	// recording the attempt's next hop; ask the step's questions again
 	// after this time, then Claim again (G18).
 	RecordingUntil time.Time
+	// PendingGone: this pending copy went (its release confirmed, or
+	// nothing backs it any more). The node deletes its journal entry
+	// with a later write rather than a commit of its own (one fewer
+	// fsync a hop): lost to a crash, the entry comes back as pending and
+	// is asked about again, or is stale and dropped (Restore).
+	PendingGone *Record
 }
 
 // AskTook asks Successor whether it took Key (its held key), the work it
@@ -959,8 +1028,12 @@ func (g *Guard) AskedByBackup(holder string, attempt int, at time.Time) Reply {
 
 // Step applies one event and returns what the node must do.
 func (g *Guard) Step(ev Event) Ready {
+	before := g.pending
 	rd := g.step(ev)
 	g.keepPending(&rd)
+	if before != nil && (g.pending == nil || g.pending.Attempt != before.Attempt) {
+		rd.PendingGone = before
+	}
 	return rd
 }
 
@@ -972,7 +1045,7 @@ func (g *Guard) keepPending(rd *Ready) {
 	if p == nil {
 		return
 	}
-	if g.copy == nil && g.mark != nil && g.mark.Attempt == p.Attempt && !g.mark.Rerouted && g.mark.By != "" {
+	if g.pendingBacked(p) {
 		return
 	}
 	g.pending, g.askedTook = nil, time.Time{}
@@ -981,11 +1054,30 @@ func (g *Guard) keepPending(rd *Ready) {
 	}
 }
 
-// dropPending drops the pending copy: its release is confirmed.
-func (g *Guard) dropPending() Ready {
+// dropPending drops the pending copy, its release confirmed or (after
+// SuccessorGrace without an answer, or a "never took" too late to trust)
+// taken as moved on unconfirmed. A confirmed drop is journaled with a
+// later write (Ready.PendingGone); an unconfirmed one, rare, at once,
+// with the tombstone that says so.
+func (g *Guard) dropPending(confirmed bool) Ready {
 	h := g.pending.Holder.ID
 	g.pending, g.askedTook = nil, time.Time{}
-	return Ready{Unwatch: []string{h}, Dropped: true}
+	rd := Ready{Unwatch: []string{h}, Dropped: true}
+	if g.mark != nil {
+		g.mark.Pending = false
+		if !confirmed {
+			g.mark.Unconfirmed = true
+			rd.Persist = PersistForget
+		}
+	}
+	return rd
+}
+
+// releaseConfirmed reports whether the tombstone's release is confirmed
+// (G21): no copy is pending on it, and it names no successor or that
+// successor's release was confirmed (G17).
+func (g *Guard) releaseConfirmed() bool {
+	return g.mark != nil && g.pending == nil && (g.mark.By == "" || !g.mark.Unconfirmed)
 }
 
 // askSuccessor asks the successor that released the pending copy whether
@@ -1016,10 +1108,10 @@ func (g *Guard) successorTook(e SuccessorTook) Ready {
 	}
 	switch e.Said {
 	case TookKnown:
-		return g.dropPending()
+		return g.dropPending(true)
 	case TookNever:
 		if e.At.Sub(g.mark.At) > NeverTookTrust {
-			return g.dropPending()
+			return g.dropPending(false)
 		}
 		// The successor refused the hand-over after its release was
 		// recorded, and the holder is silent: nobody else holds the work.
@@ -1035,8 +1127,9 @@ func (g *Guard) successorTook(e SuccessorTook) Ready {
 		g.askedTook = e.At
 	}
 	if e.At.Sub(g.askedTook) >= SuccessorGrace {
-		// No answer for so long: dropped, as a release did before G17.
-		return g.dropPending()
+		// No answer for so long: dropped, as a release did before G17,
+		// unconfirmed.
+		return g.dropPending(false)
 	}
 	rd := g.askSuccessor()
 	rd.AskSuccessor.Again = true
@@ -1049,7 +1142,7 @@ func (g *Guard) step(ev Event) Ready {
 		if g.pending == nil || g.pending.Holder.ID != e.Holder {
 			return Ready{}
 		}
-		return g.dropPending()
+		return g.dropPending(true)
 	case SuccessorTook:
 		return g.successorTook(e)
 	case Store:
@@ -1058,7 +1151,7 @@ func (g *Guard) step(ev Event) Ready {
 		return g.release(e)
 	case MovedOn:
 		if p := g.pending; g.copy == nil && p != nil && p.Holder.ID == e.Holder && p.Attempt == e.Attempt {
-			return g.dropPending()
+			return g.dropPending(true)
 		}
 		if g.copy == nil || g.copy.Holder.ID != e.Holder || g.copy.Attempt != e.Attempt || g.rerouting {
 			return Ready{}
@@ -1257,8 +1350,14 @@ func (g *Guard) release(e Release) Ready {
 		// G7 over G17: the primary re-routed the attempt; its chain goes
 		// on, and this copy must not start another.
 		g.pending, g.askedTook = nil, time.Time{}
+		g.mark.Pending, g.mark.Unconfirmed = false, true
 		rd := g.release(e)
 		rd.Unwatch = append(rd.Unwatch, p.Holder.ID)
+		if rd.Persist == PersistNone {
+			// At once, not with a later write: restored after a crash,
+			// the pending copy would be re-routed a second time.
+			rd.Persist = PersistForget
+		}
 		return rd
 	}
 	if e.Yield != "" {
@@ -1310,6 +1409,15 @@ func (g *Guard) release(e Release) Ready {
 		rd.Reply = &Reply{OK: true}
 		return rd
 	}
+	if m, c := g.mark, g.copy; m != nil && m.Attempt == e.Attempt && !m.Rerouted && g.releaseConfirmed() && e.Rerouted && e.Rerouter != "" &&
+		c != nil && c.Attempt > e.Attempt && (c.Primary.ID == e.Rerouter || c.Holder.ID == e.Rerouter) {
+		// G21 before G20's own-chain rule: the re-route's receiver
+		// recruited this peer as its backup before it settled here, but
+		// the attempt it re-routes moved on here, its release confirmed.
+		// Refused like any re-route of a confirmed release (below); the
+		// receiver withdraws the copy it stored here (G11).
+		return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: m.Attempt}}
+	}
 	if c := g.copy; c != nil && c.Attempt > e.Attempt && e.Rerouted && e.Rerouter != "" && (c.Primary.ID == e.Rerouter || c.Holder.ID == e.Rerouter) {
 		// G20: this copy guards the newer attempt of that very re-route
 		// (its receiver — the re-router itself, when it took the pack —
@@ -1346,6 +1454,14 @@ func (g *Guard) release(e Release) Ready {
 		if g.mark.Attempt == e.Attempt && (g.mark.Rerouted || !e.Rerouted) {
 			return Ready{Reply: &Reply{OK: true}} // released already
 		}
+		if g.mark.Attempt == e.Attempt && e.Rerouter != "" && g.releaseConfirmed() {
+			// G21: the attempt moved on here, its release confirmed (no
+			// copy is pending, G17): the holder handed the step on, or a
+			// join or an origin recorded its next hop. A re-route of it
+			// is a second chain; its receiver refuses it and the
+			// re-router drops its copy.
+			return Ready{Reply: &Reply{OK: true, Known: true, Superseded: true, Released: true, Attempt: g.mark.Attempt}}
+		}
 		// A re-route mark over a release of the same attempt: the
 		// release came first and was answered; keep it (G1).
 		if g.mark.Attempt == e.Attempt {
@@ -1361,6 +1477,10 @@ func (g *Guard) release(e Release) Ready {
 	if raised {
 		g.mark.Rerouted = e.Rerouted
 		g.mark.By, g.mark.ByKey = e.By, e.ByKey
+		// G21: a successor's release with no copy here to keep pending
+		// cannot be confirmed here.
+		g.mark.Unconfirmed = e.By != "" && pending == nil
+		g.mark.Pending = pending != nil
 	}
 	if pending != nil {
 		// G17: kept, and its holder watched, until the release is
@@ -1371,6 +1491,7 @@ func (g *Guard) release(e Release) Ready {
 		g.pending, g.askedTook = pending, time.Time{}
 		rd.Unwatch = nil
 		rd.Watch = append(rd.Watch, pending.Holder)
+		rd.Persist = PersistForgetPending
 	}
 	rd.Reply = &Reply{OK: true}
 	return rd
@@ -1459,10 +1580,11 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		// session's namespace test).
 		pending := g.copy
 		rd := g.forget(g.copy.Attempt, e.At)
-		g.mark.By, g.mark.ByKey = r.Holder.ID, r.TookKey
+		g.mark.By, g.mark.ByKey, g.mark.Pending = r.Holder.ID, r.TookKey, true
 		g.pending, g.askedTook = pending, time.Time{}
 		rd.Unwatch = nil
 		rd.AskSuccessor = g.askSuccessor().AskSuccessor
+		rd.Persist = PersistForgetPending
 		return rd
 	case r.Released:
 		return g.forget(g.copy.Attempt, e.At)

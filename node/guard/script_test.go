@@ -97,7 +97,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "supersedes":
 		return []string{fmt.Sprintf("supersedes: %v", g.Supersedes(script.Int(t, a, "attempt", 0))), state(g)}
 	case "restart":
-		*gp = Restore(g.Key(), g.Copy(), g.Mark())
+		*gp = Restore(g.Key(), g.Copy(), g.Mark(), g.Pending())
 		return []string{state(*gp)}
 	default:
 		t.Fatalf("unknown command %q", fields[0])
@@ -139,7 +139,7 @@ func reply(r Reply) string {
 	return strings.Join(parts, " ")
 }
 
-var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete", PersistRestore: "restore"}
+var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete", PersistRestore: "restore", PersistForgetPending: "forget-pending"}
 
 func ready(r Ready) string {
 	var parts []string
@@ -193,6 +193,9 @@ func ready(r Ready) string {
 	if r.AddWatcher != nil {
 		parts = append(parts, fmt.Sprintf("add-watcher=%s@%d", r.AddWatcher.Peer.ID, r.AddWatcher.Attempt))
 	}
+	if p := r.PendingGone; p != nil {
+		parts = append(parts, fmt.Sprintf("pending-gone@%d", p.Attempt))
+	}
 	return "do: " + strings.Join(parts, " ")
 }
 
@@ -222,6 +225,9 @@ func state(g *Guard) string {
 				s += " took " + m.ByKey
 			}
 			s += ")"
+		}
+		if m.Unconfirmed {
+			s += "(unconfirmed)"
 		}
 	}
 	if p := g.Pending(); p != nil {

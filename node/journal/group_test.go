@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // blockLeader starts an Update whose function waits for release, so that
@@ -143,3 +144,71 @@ func TestFailingUpdateDoesNotFailItsGroup(t *testing.T) {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// TestLaterRidesTheNextUpdate: a write queued by Later commits with the
+// next Update, before it (a delete queued first does not undo a put the
+// Update makes after), and a failing one does not fail that Update.
+func TestLaterRidesTheNextUpdate(t *testing.T) {
+	j, path := openTemp(t)
+	if err := j.Put(BucketJoins, "k", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	j.Later(func(tx *Tx) error { return tx.Delete(BucketJoins, "k") })
+	j.Later(func(tx *Tx) error { return errors.New("boom") })
+	j.Later(func(tx *Tx) error { return tx.Put(BucketJoins, "later", []byte("v")) })
+	if err := j.Update(func(tx *Tx) error { return tx.Put(BucketJoins, "k", []byte("new")) }); err != nil {
+		t.Fatalf("an Update after a failing Later: %v", err)
+	}
+	j.Close()
+	j2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if v, ok, _ := j2.Get(BucketJoins, "k"); !ok || string(v) != "new" {
+		t.Fatalf("k = %q (present %v) after reopening, want the Update's put after Later's delete", v, ok)
+	}
+	if _, ok, _ := j2.Get(BucketJoins, "later"); !ok {
+		t.Fatal("the write queued by Later was not committed with the next Update")
+	}
+}
+
+// TestLaterCommitsAloneWhenNothingElseDoes: with no Update after it, a
+// write queued by Later is committed on its own within LaterFlush.
+func TestLaterCommitsAloneWhenNothingElseDoes(t *testing.T) {
+	j, _ := openTemp(t)
+	done := make(chan struct{})
+	j.Later(func(tx *Tx) error {
+		defer close(done)
+		return tx.Put(BucketJoins, "k", []byte("v"))
+	})
+	select {
+	case <-done:
+	case <-time.After(LaterFlush + 30*time.Second):
+		t.Fatalf("a write queued by Later was not committed within %v", LaterFlush+30*time.Second)
+	}
+	// Its commit is over once a following Update returns (one lead at a time).
+	if err := j.Put(BucketMeta, "after", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := j.Get(BucketJoins, "k"); !ok {
+		t.Fatal("the write queued by Later is not in the journal")
+	}
+}
+
+// TestLaterCommittedOnClose: a clean stop loses no write queued by Later.
+func TestLaterCommittedOnClose(t *testing.T) {
+	j, path := openTemp(t)
+	j.Later(func(tx *Tx) error { return tx.Put(BucketJoins, "k", []byte("v")) })
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if _, ok, _ := j2.Get(BucketJoins, "k"); !ok {
+		t.Fatal("a write queued by Later was lost by Close")
+	}
+}

@@ -3,7 +3,9 @@
 // still covers, join records, workflow records on the origin side, keys of
 // deliveries already seen, and a little metadata. Every committed write is
 // fsynced before the call returns, so a node that acked a pack still has it
-// after a power cut.
+// after a power cut. The one exception is asked for by name: a write
+// queued with Later rides the next commit, for records whose loss to a
+// crash the node can tell and repair after a restart.
 //
 // The journal stores opaque bytes under string keys in a fixed set of
 // buckets. It never interprets values: the node encodes and decodes them,
@@ -254,9 +256,16 @@ func (j *Journal) init() error {
 // Path returns the journal's file path.
 func (j *Journal) Path() string { return j.path }
 
-// Close waits for running transactions and closes the file. Using the
-// journal after Close returns errors.
+// Close commits the writes queued by Later, waits for running
+// transactions and closes the file. Using the journal after Close returns
+// errors.
 func (j *Journal) Close() error {
+	j.group.mu.Lock()
+	queued := len(j.group.later) > 0
+	j.group.mu.Unlock()
+	if queued {
+		_ = j.Update(func(*Tx) error { return nil }) // takes them
+	}
 	if err := j.db.Close(); err != nil {
 		return fmt.Errorf("close journal %s: %w", j.path, err)
 	}
@@ -365,6 +374,44 @@ type groupCommit struct {
 	pending []*writeCall
 	leading bool // a caller is committing; the others wait in pending
 	commits int  // shared commits of more than one call (for tests)
+	// later are the writes queued by Later, run first in the next
+	// commit; laterArmed: a flush of them is scheduled.
+	later      []func(tx *Tx) error
+	laterArmed bool
+}
+
+// LaterFlush is how long a write queued by Later waits for another
+// commit to join before it is committed by itself.
+const LaterFlush = 2 * time.Second
+
+// Later queues fn to run, first, in the next commit of an Update (or on
+// its own after LaterFlush if none comes): a write that nobody waits for
+// and that is safe to lose to a crash, such as the end of a record the
+// node can tell is stale after a restart. It costs no commit and no fsync
+// of its own on a busy journal. fn must only read and write through tx;
+// its error, or a commit that fails, drops it (it runs alone once more
+// when a shared commit fails). Writes queued later run after it, and
+// before any write queued by an Update called after Later returned.
+func (j *Journal) Later(fn func(tx *Tx) error) {
+	j.group.mu.Lock()
+	j.group.later = append(j.group.later, fn)
+	arm := !j.group.laterArmed
+	j.group.laterArmed = true
+	j.group.mu.Unlock()
+	if arm {
+		time.AfterFunc(LaterFlush, j.flushLater)
+	}
+}
+
+// flushLater commits the writes queued by Later that no commit took.
+func (j *Journal) flushLater() {
+	j.group.mu.Lock()
+	j.group.laterArmed = false
+	none := len(j.group.later) == 0
+	j.group.mu.Unlock()
+	if !none {
+		_ = j.Update(func(*Tx) error { return nil }) // takes them; fails only once closed
+	}
 }
 
 // lead commits every pending call (the leader's own among them) in one
@@ -372,13 +419,13 @@ type groupCommit struct {
 // meanwhile, so that no caller commits for others for ever.
 func (j *Journal) lead() {
 	j.group.mu.Lock()
-	batch := j.group.pending
-	j.group.pending = nil
+	batch, later := j.group.pending, j.group.later
+	j.group.pending, j.group.later = nil, nil
 	j.group.mu.Unlock()
 	// Deferred: a panic of the leader's own function (a batch of one)
 	// goes up to its caller, and the lead moves on all the same.
 	defer j.handOn(batch)
-	j.commitGroup(batch)
+	j.commitGroup(batch, later)
 }
 
 // handOn wakes the calls of batch other than the leader's and hands the
@@ -401,18 +448,24 @@ func (j *Journal) handOn(batch []*writeCall) {
 // errGroupFn abandons a shared commit in which a function failed.
 var errGroupFn = errors.New("a function of a shared commit failed")
 
-// commitGroup runs batch in one transaction. A batch of one (the leader
-// alone, the common case) runs as a plain Update, in its caller's
-// goroutine. In a larger one a function that fails or panics abandons
-// the commit: every call then runs alone (alone), each in its caller's
-// goroutine, where an error or a panic belongs.
-func (j *Journal) commitGroup(batch []*writeCall) {
-	if len(batch) == 1 {
+// commitGroup runs later (the writes queued by Later) and batch in one
+// transaction. A batch of one with nothing queued (the leader alone, the
+// common case) runs as a plain Update, in its caller's goroutine. In a
+// larger one a function that fails or panics abandons the commit: every
+// call then runs alone (alone), each in its caller's goroutine, where an
+// error or a panic belongs, after each queued write ran alone here.
+func (j *Journal) commitGroup(batch []*writeCall, later []func(tx *Tx) error) {
+	if len(batch) == 1 && len(later) == 0 {
 		batch[0].err = j.update(batch[0].fn)
 		return
 	}
 	err := j.db.Update(func(btx *bolt.Tx) error {
 		tx := &Tx{tx: btx}
+		for _, fn := range later {
+			if !runRecovered(fn, tx) {
+				return errGroupFn
+			}
+		}
 		for _, c := range batch {
 			if !runRecovered(c.fn, tx) {
 				return errGroupFn
@@ -421,14 +474,24 @@ func (j *Journal) commitGroup(batch []*writeCall) {
 		return nil
 	})
 	if err != nil {
+		for _, fn := range later {
+			_ = j.db.Update(func(btx *bolt.Tx) error {
+				if !runRecovered(fn, &Tx{tx: btx}) {
+					return errGroupFn
+				}
+				return nil
+			})
+		}
 		for _, c := range batch {
 			c.alone = true
 		}
 		return
 	}
-	j.group.mu.Lock()
-	j.group.commits++
-	j.group.mu.Unlock()
+	if len(batch) > 1 {
+		j.group.mu.Lock()
+		j.group.commits++
+		j.group.mu.Unlock()
+	}
 }
 
 // runRecovered runs fn, reporting whether it returned nil without
