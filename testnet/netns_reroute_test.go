@@ -79,21 +79,7 @@ func guardiansCutFromEachOther(t *testing.T, bothClaim bool) {
 	// sleepC twice: its holder died before handing it on.
 	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "o": 1, "b": 1, "sleepC": 2})
 	// Every re-route of sleepC and whether its hand-off was taken.
-	var rerouted, taken []int
-	for i, nd := range m.Nodes {
-		evs, _ := events.Read(nd.Events())
-		for _, e := range evs {
-			if e.Workflow != st.ID || e.Step != "1" || e.Attempt != 1 {
-				continue
-			}
-			if e.Type == events.Reroute {
-				rerouted = append(rerouted, i)
-			}
-			if e.Type == events.Handoff && e.Outcome == events.OutcomeOK && (i == primary || i == backup) {
-				taken = append(taken, i)
-			}
-		}
-	}
+	rerouted, taken := reroutesOfStep1(m, st.ID, primary, backup)
 	t.Logf("%s: re-routed by nodes %v; hand-offs of the new attempt taken from nodes %v", st.ID, rerouted, taken)
 	if len(taken) > 1 {
 		t.Errorf("%s: both guardians' re-routes were taken (nodes %v): two chains", st.ID, taken)
@@ -107,23 +93,56 @@ func guardiansCutFromEachOther(t *testing.T, bothClaim bool) {
 	}
 }
 
+// reroutesOfStep1 reads every node's events for the re-routes of step 1
+// of workflow id at attempt 1 (the nodes that claimed one) and the
+// re-routes' hand-offs that were taken, from the guardians given: a second
+// hand-off taken is a second live chain.
+func reroutesOfStep1(m *testnet.Manifest, id string, guardians ...int) (rerouted, taken []int) {
+	for i, nd := range m.Nodes {
+		evs, _ := events.Read(nd.Events())
+		for _, e := range evs {
+			if e.Workflow != id || e.Step != "1" || e.Attempt != 1 {
+				continue
+			}
+			if e.Type == events.Reroute {
+				rerouted = append(rerouted, i)
+			}
+			if e.Type == events.Handoff && e.Outcome == events.OutcomeOK && slices.Contains(guardians, i) {
+				taken = append(taken, i)
+			}
+		}
+	}
+	return rerouted, taken
+}
+
+// recordedServices is a services file that records every execution
+// (testnet.RecordFile) and offers the patterns given, one YAML flow
+// mapping each.
+func recordedServices(patterns ...string) string {
+	svc := "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n"
+	for _, p := range patterns {
+		svc += "  - " + p + "\n"
+	}
+	return svc
+}
+
+// sleepOnRequest is the sleep* pattern of these tests: as long as the
+// workflow input's sleep_ms says.
+const sleepOnRequest = `{match: "sleep*", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}`
+
 // guardiansApart is the services of a testnet where a runs on nodes 1
 // and 2 only and sleep* on nodes 3 to 5 only, so that sleepC's primary
 // guardian (the node that ran a) is never its holder; node 0, the origin,
 // runs nothing. o and b run anywhere else, and every node records its
 // executions.
 func guardiansApart(i int) string {
-	svc := "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n"
 	switch {
-	case i == 1 || i == 2:
-		svc += "  - {match: \"a\", kind: echo}\n"
-	case i >= 3:
-		svc += "  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n"
+	case i == 0:
+		return recordedServices()
+	case i <= 2:
+		return recordedServices(`{match: "a", kind: echo}`, `{match: "o", kind: echo}`, `{match: "b", kind: echo}`)
 	}
-	if i > 0 {
-		svc += "  - {match: \"o\", kind: echo}\n  - {match: \"b\", kind: echo}\n"
-	}
-	return svc
+	return recordedServices(sleepOnRequest, `{match: "o", kind: echo}`, `{match: "b", kind: echo}`)
 }
 
 // nodeOf is the index of the node with peer ID id, or -1.
@@ -182,6 +201,11 @@ func TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRuns(t, st.ID, runsOf(t, m, st.ID), map[string]int{"a": 1, "sleepC": 1, "o": 1, "slow": 1})
+	// Live chains: the re-route's hand-off must not have been taken (its
+	// receiver refused it), or a second chain began, whatever it ran.
+	if _, taken := reroutesOfStep1(m, st.ID, primary, backup); len(taken) > 0 {
+		t.Errorf("%s: the re-route of sleepC was taken (from nodes %v): a second chain of a step that had moved on", st.ID, taken)
+	}
 }
 
 // guardiansOfStep1 waits for a node to accept step 1 (path "1") of
@@ -211,17 +235,14 @@ func guardiansOfStep1(t *testing.T, m *testnet.Manifest, id string) (holder, pri
 // is neither sleepC's primary nor a node it could re-route sleepC to.
 // Node 0, the origin, runs nothing; slow (20 s) runs on every other node.
 func successorsApart(i int) string {
-	svc := "version: 1\nrecord: " + testnet.RecordFile + "\npatterns:\n"
+	const slow = `{match: "slow", kind: sleep, duration: 20s}`
 	switch {
-	case i == 1 || i == 2:
-		svc += "  - {match: \"a\", kind: echo}\n"
-	case i >= 3 && i <= 5:
-		svc += "  - {match: \"sleep*\", kind: sleep, from_request: true, field: sleep_ms, duration: 100ms}\n"
-	case i >= 6:
-		svc += "  - {match: \"o\", kind: echo}\n"
+	case i == 0:
+		return recordedServices()
+	case i <= 2:
+		return recordedServices(`{match: "a", kind: echo}`, slow)
+	case i <= 5:
+		return recordedServices(sleepOnRequest, slow)
 	}
-	if i > 0 {
-		svc += "  - {match: \"slow\", kind: sleep, duration: 20s}\n"
-	}
-	return svc
+	return recordedServices(`{match: "o", kind: echo}`, slow)
 }
