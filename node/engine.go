@@ -840,7 +840,12 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			// Every peer left refused it as unsettled: wait, then try
 			// them all again.
 			deadline = time.Now().Add(n.cfg.NoPeerWait)
-			unsettled.maybeLenient(ctx, n, p.WorkflowID, p.Settle)
+			if unsettled.maybeLenient(ctx, n, p.WorkflowID, p.Settle) {
+				// The items changed: encode them anew, or the receivers
+				// keep settling the old ones and refusing (a sender whose
+				// guardians were killed never handed on to another peer).
+				data = nil
+			}
 			select {
 			case <-ctx.Done():
 				return handedOff{}, ctx.Err()
@@ -917,7 +922,8 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			continue
 		}
 		if data == nil {
-			// Encoded once: p does not change while peers are tried.
+			// Encoded once: p does not change while peers are tried, but
+			// for settle items marked Lenient (data is cleared then).
 			if data, err = pack.Encode(p); err != nil {
 				return handedOff{}, fmt.Errorf("encode pack: %w", err)
 			}
@@ -1099,24 +1105,25 @@ const unsettledQuick = 6 * time.Second
 // unsettledQuick while this peer reaches other peers and has not been cut
 // off for twice that (it is not the one cut off, nor on a flapping link,
 // so the peers that do not answer were killed: I3, two kills never stall
-// the work), or UnsettledGiveUp in any case. Before UnsettledGiveUp an
+// the work), or UnsettledGiveUp in any case; it reports whether it marked
+// any. Before UnsettledGiveUp an
 // item is marked only when none of its peers answers a ping now either: a
 // link that healed since the last refusal is settled on the next try
 // instead (a flapping link's cut can fall between two cut-off checks; a
 // guardian taken as gone there answered the next settle "taken" and the
 // step ran twice — issue 12, finding F4).
-func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) {
+func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) bool {
 	if u.lenient {
-		return
+		return false
 	}
 	// Asked every round, so that a flapping link's cuts are remembered.
 	cut := n.cutOff(ctx, "")
 	if u.since() < unsettledQuick {
-		return
+		return false
 	}
 	giveUp := u.since() >= n.cfg.UnsettledGiveUp
 	if !giveUp && (cut || n.recentlyCutOff(2*unsettledQuick)) {
-		return
+		return false
 	}
 	marked, left := 0, 0
 	for i := range items {
@@ -1134,6 +1141,7 @@ func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow str
 	if marked > 0 {
 		n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since().Round(time.Millisecond), "items", marked, "answering_pings", left)
 	}
+	return marked > 0
 }
 
 // withJoinHolders returns avoid plus every holder of every frame (a new

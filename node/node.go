@@ -112,7 +112,12 @@
 //     TestJoinCopiesPlacement, node/guard/testdata/release.txt (G14),
 //     node/join/testdata/swap.txt (J11);
 //     scenarios join-and-branch, pair-random, zone-plus-one, flapping-link
-//     (completed + refused at-most-once == submitted).
+//     (completed + refused at-most-once == submitted). A sender whose
+//     step's guardians were both killed takes them as gone after
+//     unsettledQuick and sends its receivers the pack with those settle
+//     items marked Lenient (handoffExcluding encodes it again): the
+//     receivers then take it (testnet
+//     TestASenderWhoseGuardiansWereKilledHandsOnToAnotherPeer).
 //   - I4 — nothing is acknowledged before it is durable: a pack, a join
 //     copy, a branch result, a guard release, a workflow record and its
 //     completion or cancel reach the journal before the answer; a journal
