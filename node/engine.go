@@ -354,6 +354,16 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) (a
 		n.log.Info("a step this peer holds for an older chain was handed here by a newer one; sent elsewhere", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "lineage", p.Lineage().String())
 		return api.Ack{Code: api.CodeBusy, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d for an older chain; try another peer", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}, false
 	}
+	// G20 at a receiver that holds the attempt already: the same attempt
+	// re-routed by another guardian (two claims, both of whose receivers
+	// are this peer) is a second chain, refused like a re-route whose
+	// settle a guardian refused; the first one taken here goes on. A
+	// re-route resent by its own re-router (its ack lost) is answered as
+	// before.
+	if heldBy, by := reroutedBy(s.view().Record().Pack), reroutedBy(p); heldBy != "" && by != "" && heldBy != by {
+		n.log.Warn("a second guardian's re-route of a step held here refused", "workflow", p.WorkflowID, "step", headPath(p), "attempt", p.Attempt, "held_from", rpc.ShortIDString(heldBy), "refused", rpc.ShortIDString(by))
+		return api.Ack{Code: api.CodeSuperseded, Error: fmt.Sprintf("workflow %s: peer %s holds step %s attempt %d as re-routed by another guardian", p.WorkflowID, rpc.ShortID(n.host.ID()), headPath(p), p.Attempt)}, false
+	}
 	key := s.view().Record().Key
 	for {
 		m := s.view()
@@ -381,6 +391,20 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) (a
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// reroutedBy is the guardian that re-routed p (the Actor of its
+// pack.SettleRerouted item), "" for a pack no guardian re-routed.
+func reroutedBy(p *pack.Pack) string {
+	if p == nil {
+		return ""
+	}
+	for _, it := range p.Settle {
+		if it.Kind == pack.SettleRerouted {
+			return it.Actor
+		}
+	}
+	return ""
 }
 
 // pickHolderBackup chooses the backup guardian of work being accepted: a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -733,11 +734,26 @@ func (n *Node) recentlyCutOff(d time.Duration) bool {
 
 // askPrimary lets the primary guardian act first, then asks it about key
 // and steps its answer (or that it could not be reached).
+//
+// It pings the primary at once too: a primary that answers no ping now
+// (on a fresh connection) and no question after BackupDelay has been
+// silent all that time, which mayReroute's co-guardian wait counts
+// (silentPrimaries) instead of waiting coGuardianWait more after the
+// delay for the same silence.
 func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
+	began := time.Now()
+	var silentSince time.Time
+	if id, err := peer.Decode(a.Primary.ID); err == nil && id != n.host.ID() {
+		n.learnAddrs(id, a.Primary.Addrs)
+		if !n.pingable(ctx, id) {
+			silentSince = began
+			n.redial(id)
+		}
+	}
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(n.cfg.BackupDelay):
+	case <-time.After(n.cfg.BackupDelay - time.Since(began)):
 	}
 	ans := guard.PrimaryAnswer{Silent: a.Silent, Attempt: a.Attempt, Why: a.Why}
 	if a.Primary.ID != "" {
@@ -750,6 +766,9 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	}
 	if !ans.Reached {
 		n.log.Warn("primary guardian gone too; re-routing as backup", "key", key)
+		if !silentSince.IsZero() {
+			n.silentPrimaries.note(key, a.Attempt, a.Primary.ID, silentSince)
+		}
 	}
 	ans.At = time.Now().UTC()
 	if _, err := n.stepGuard(key, ans); err != nil {
@@ -843,6 +862,16 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	n.log.Warn("re-routing", "key", key, "step", head.Name, "attempt", p.Attempt, "silent", rpc.ShortIDString(silent.ID))
 	n.ev.Emit(events.Event{Type: events.Reroute, Workflow: p.WorkflowID, Step: head.Path, Attempt: p.Attempt, Peer: silent.ID, Reason: o.Why})
 	n.stallAfterClaim.stall(head.Name, n.cfg.DataDir, n.log)
+	if !n.guards.view(key).Reroutes(o.Holder.ID, o.Attempt) {
+		// G20: since the claim this backup gave way to its primary's
+		// re-route (its receiver's settle got here), or guards that
+		// re-route's new attempt: that chain goes on. Handing this pack on
+		// now would start a second one wherever the primary's answer
+		// cannot fence it (a receiver cut from the primary, this peer
+		// itself).
+		n.log.Warn("re-route given up: the primary guardian re-routed the step first", "key", key, "workflow", p.WorkflowID, "attempt", p.Attempt)
+		return
+	}
 	h, err := n.handoffExcluding(ctx, p, nil, exclude)
 	if err != nil {
 		if errors.Is(err, errChainSuperseded) {
@@ -902,13 +931,20 @@ const coGuardianWait = 5 * time.Second
 // say the step has not moved on.
 func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pack.Pack) bool {
 	wait := 500 * time.Millisecond
-	began := time.Now()
+	// The co-guardian wait counts from now, or from when every co-guardian
+	// this guardian asks was first found silent (a stood-in backup's
+	// primary, askPrimary).
+	var began time.Time
+	defer n.silentPrimaries.forget(key, o.Attempt)
 	var unsureSince time.Time // first round a named successor did not answer
 	for round := 0; ; round++ {
 		waitingForCoGuardian := false
 		c := n.guards.view(key).Copy()
 		if c == nil || c.Holder.ID != o.Holder.ID || c.Attempt != o.Attempt {
 			return false // moved on, or re-routed, meanwhile
+		}
+		if round == 0 {
+			began = n.silentPrimaries.since(key, o.Attempt, coGuardiansOf(c, n.selfID), time.Now())
 		}
 		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
 			return false
@@ -1009,6 +1045,88 @@ func nextRound(wait time.Duration, waitingForCoGuardian bool, left time.Duration
 		return left
 	}
 	return wait
+}
+
+// coGuardiansOf lists the guardians of c's step other than self (and its
+// holder) that askCoGuardians asks: c.Primary too, though a backup
+// re-routes only once its primary did not answer (askPrimary): after a
+// cut the primary may answer now, released.
+func coGuardiansOf(c *guard.Record, self string) []pack.Peer {
+	var peers []pack.Peer
+	for _, b := range append([]pack.Peer{c.Primary}, c.Backups...) {
+		if b.ID != "" && b.ID != self && b.ID != c.Holder.ID {
+			peers = append(peers, b)
+		}
+	}
+	return peers
+}
+
+// silenceBook remembers, per step key and attempt, since when a
+// co-guardian has been silent as found by askPrimary, for mayReroute. It
+// is safe for concurrent use; mayReroute forgets a key's entries when it
+// returns.
+type silenceBook struct {
+	mu sync.Mutex
+	m  map[string]map[string]time.Time // key|attempt -> peer -> silent since
+}
+
+func silenceKey(key string, attempt int) string { return key + "|" + strconv.Itoa(attempt) }
+
+// silenceKept bounds how long a silence noted for a key whose re-route
+// never reached mayReroute (the origin's first pack, redispatched) is
+// kept.
+const silenceKept = 10 * time.Minute
+
+// note records that peer has been silent since t for key's attempt.
+func (b *silenceBook) note(key string, attempt int, peerID string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]map[string]time.Time{}
+	}
+	for k, peers := range b.m {
+		for _, at := range peers {
+			if t.Sub(at) > silenceKept {
+				delete(b.m, k)
+				break
+			}
+		}
+	}
+	k := silenceKey(key, attempt)
+	if b.m[k] == nil {
+		b.m[k] = map[string]time.Time{}
+	}
+	b.m[k][peerID] = t
+}
+
+// since is when the co-guardian wait for key's attempt starts: the
+// latest of the times every one of peers was found silent since, or now
+// if any of them was not found silent (or none is asked).
+func (b *silenceBook) since(key string, attempt int, peers []pack.Peer, now time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := b.m[silenceKey(key, attempt)]
+	if len(peers) == 0 || len(seen) == 0 {
+		return now
+	}
+	var latest time.Time
+	for _, p := range peers {
+		t, ok := seen[p.ID]
+		if !ok {
+			return now
+		}
+		if t.After(latest) {
+			latest = t
+		}
+	}
+	return latest
+}
+
+// forget drops what was noted for key's attempt.
+func (b *silenceBook) forget(key string, attempt int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, silenceKey(key, attempt))
 }
 
 // movedOnAnswer is what one round of stepMovedOn found.
@@ -1256,16 +1374,7 @@ type coGuardianAnswer struct {
 // refused, and the backup then followed the primary's "released"
 // (reliability-core "Left undone" 22). The caller asks again next round.
 func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) coGuardianAnswer {
-	self := n.selfID
-	var peers []pack.Peer
-	// c.Primary too, though a backup re-routes only once its primary did
-	// not answer (askPrimary): after a cut the primary may answer now,
-	// released.
-	for _, b := range append([]pack.Peer{c.Primary}, c.Backups...) {
-		if b.ID != "" && b.ID != self && b.ID != c.Holder.ID {
-			peers = append(peers, b)
-		}
-	}
+	peers := coGuardiansOf(c, n.selfID)
 	// Rerouting: a copy there answers the holder's releases of this
 	// attempt Pending for a while (G13), so that a release between this
 	// question and the re-route's notice (G7) cannot start a second chain.

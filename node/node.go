@@ -225,9 +225,15 @@ type Node struct {
 	// cutOffAt is when this peer last found itself cut off from the mesh
 	// (cutOff, unix nanoseconds; 0: never).
 	cutOffAt atomic.Int64
-	cfg      Config
-	log      *slog.Logger
-	host     host.Host
+
+	// silentPrimaries remembers since when a stood-in backup's primary
+	// guardian has not answered (askPrimary), for mayReroute's
+	// co-guardian wait.
+	silentPrimaries silenceBook
+
+	cfg  Config
+	log  *slog.Logger
+	host host.Host
 	// selfID is this peer's ID in string form, encoded once when the host
 	// starts: packs, records and guard answers name peers by it, and
 	// encoding it anew each time cost 1.7 % of a hop's CPU (issue 14).

@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/bedwe/bedwe/pack"
 )
 
 // TestRerouteRoundsEndWithTheCoGuardianWait checks that the rounds of
@@ -32,5 +34,45 @@ func TestRerouteRoundsEndWithTheCoGuardianWait(t *testing.T) {
 	// Past the bound (the round itself took long) the backoff applies.
 	if d := nextRound(2*time.Second, true, -time.Second); d != 2*time.Second {
 		t.Fatalf("past the bound: sleeps %s, want the backoff's 2s", d)
+	}
+}
+
+// TestCoGuardianWaitCountsAPrimarySilentSinceTheSuspicion checks where
+// mayReroute's co-guardian wait starts: when the co-guardians it asks were
+// all found silent (askPrimary pings a stood-in backup's primary at the
+// suspicion, then asks it after BackupDelay), the latest of those times;
+// otherwise now. A wait that started only after BackupDelay re-routed a
+// holder killed with its primary coGuardianWait later than the silence
+// called for.
+func TestCoGuardianWaitCountsAPrimarySilentSinceTheSuspicion(t *testing.T) {
+	var b silenceBook
+	now := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	primary, other := pack.Peer{ID: "primary"}, pack.Peer{ID: "other"}
+	if got := b.since("wf|1", 0, []pack.Peer{primary}, now); !got.Equal(now) {
+		t.Fatalf("nothing noted: the wait starts at %s, want now (%s)", got, now)
+	}
+	b.note("wf|1", 0, primary.ID, now.Add(-10*time.Second))
+	if got := b.since("wf|1", 0, []pack.Peer{primary}, now); !got.Equal(now.Add(-10 * time.Second)) {
+		t.Fatalf("the primary silent for 10 s: the wait starts at %s, want 10 s ago", got)
+	}
+	if got := b.since("wf|1", 1, []pack.Peer{primary}, now); !got.Equal(now) {
+		t.Fatalf("another attempt: the wait starts at %s, want now", got)
+	}
+	if got := b.since("wf|1", 0, []pack.Peer{primary, other}, now); !got.Equal(now) {
+		t.Fatalf("a second co-guardian not found silent: the wait starts at %s, want now", got)
+	}
+	b.note("wf|1", 0, other.ID, now.Add(-2*time.Second))
+	if got := b.since("wf|1", 0, []pack.Peer{primary, other}, now); !got.Equal(now.Add(-2 * time.Second)) {
+		t.Fatalf("both silent, the later since 2 s: the wait starts at %s, want 2 s ago", got)
+	}
+	b.forget("wf|1", 0)
+	if got := b.since("wf|1", 0, []pack.Peer{primary}, now); !got.Equal(now) {
+		t.Fatalf("forgotten: the wait starts at %s, want now", got)
+	}
+	// A silence never read (no mayReroute followed) does not stay for good.
+	b.note("wf|1", 0, primary.ID, now.Add(-silenceKept-time.Minute))
+	b.note("wf|2", 0, primary.ID, now)
+	if got := b.since("wf|1", 0, []pack.Peer{primary}, now); !got.Equal(now) {
+		t.Fatalf("a silence noted %s ago: the wait starts at %s, want now (pruned)", silenceKept+time.Minute, got)
 	}
 }

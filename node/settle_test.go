@@ -981,3 +981,46 @@ func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 		t.Fatalf("S1 ran %d times, want 1", runs)
 	}
 }
+
+// TestASecondRerouteOfAnAttemptHeldHereIsRefused is node/guard G20 at a
+// receiver both re-routes reached: two guardians re-routed the same
+// attempt (each cut from the other), and both handed their pack to this
+// node. The first is taken; the second, from another re-router, is
+// refused as superseded, so its re-router drops its chain; the first
+// re-router's resend (its ack lost) is answered as taken. S1 runs once.
+// Before, the second was answered as the first ("accepted"), and its
+// re-router went on as if its chain lived here: a stood-in backup that
+// had given way to its primary's re-route then guarded it too (a
+// netns run of the thirty-first session, TestNetnsGuardiansCutFromEachOtherBothClaim).
+func TestASecondRerouteOfAnAttemptHeldHereIsRefused(t *testing.T) {
+	nf, recFile, evFile := recordingNode(t, "")
+	h, id := rawHost(t, nf)
+	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneRef := peerRef(gone)
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rerouted := func(by string) []byte {
+		return editPack(t, packFor(t, "S1 S2"), func(p *pack.Pack) {
+			p.Attempt = 1
+			p.Settle = []pack.Settle{{Kind: pack.SettleRerouted, Key: journal.StepKey("wf-test", "0"), Attempt: 0, Peers: []pack.Peer{goneRef}, Actor: by, Lenient: true}}
+		})
+	}
+	first, second := h.ID().String(), goneRef.ID
+	if ack, err := handoff(t, h, id, rerouted(first)); err != nil || !ack.OK {
+		t.Fatalf("the first re-route: %+v %v, want taken", ack, err)
+	}
+	if ack, err := handoff(t, h, id, rerouted(second)); err != nil || ack.OK || ack.Code != api.CodeSuperseded {
+		t.Fatalf("another guardian's re-route of the attempt held here: %+v %v, want refused as %s", ack, err, api.CodeSuperseded)
+	}
+	if ack, err := handoff(t, h, id, rerouted(first)); err != nil || !ack.OK {
+		t.Fatalf("the first re-router's resend: %+v %v, want taken (the same chain)", ack, err)
+	}
+	waitHandedOn(t, evFile, "0")
+	if runs := countRuns(t, recFile, "S1"); runs != 1 {
+		t.Fatalf("S1 ran %d times, want 1", runs)
+	}
+}

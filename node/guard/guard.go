@@ -278,7 +278,13 @@
 //     core "Left undone" 24; the testnet test
 //     TestNetnsGuardiansCutFromEachOtherRerouteOnce made it in 3 of 4 runs
 //     before this rule, and ...BothClaim, the first claim stalled by a
-//     failpoint, in 2 of 2). testdata/reroute-fence.txt.
+//     failpoint, in 2 of 2). testdata/reroute-fence.txt. The node
+//     checks a claim still stands ([Guard.Reroutes]) right before it
+//     hands the re-routed pack on, so a backup that gave way meanwhile
+//     sends nothing; and a receiver holding the attempt re-routed by one
+//     guardian refuses it re-routed by another (node
+//     TestASecondRerouteOfAnAttemptHeldHereIsRefused; thirty-first
+//     session).
 //   - G21 (a re-route of an attempt that moved on is refused): a release
 //     of an attempt is confirmed when it names no successor (a holder's
 //     own after its hand-off was taken, a join's or an origin's after its
@@ -565,6 +571,14 @@ func (g *Guard) Watched() *Record {
 		return g.copy
 	}
 	return g.pending
+}
+
+// Reroutes reports whether this guard's claim to re-route holder's
+// attempt still stands: the live copy is of that attempt and claimed
+// (Claim), and nothing ended the claim since (a stood-in backup gives way
+// to its primary's re-route, G20).
+func (g *Guard) Reroutes(holder string, attempt int) bool {
+	return g.copy != nil && g.rerouting && g.copy.Holder.ID == holder && g.copy.Attempt == attempt
 }
 
 // Empty reports whether the guard holds neither a copy nor a tombstone.
