@@ -98,6 +98,21 @@ func peerRef(h host.Host) pack.Peer {
 	return ref
 }
 
+// goneHost is a peer that was a real libp2p host on loopback and is
+// closed: cut off or killed, nobody can tell (it answers nothing).
+func goneHost(t *testing.T) pack.Peer {
+	t.Helper()
+	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := peerRef(gone)
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // countRuns counts the invocations of svc in a services record file.
 func countRuns(t *testing.T, recFile, svc string) int {
 	t.Helper()
@@ -174,14 +189,7 @@ func recordingNodeWith(t *testing.T, services string, edit func(*node.Config)) (
 func TestUnansweredSettleRefusesHandover(t *testing.T) {
 	nf, recFile, evFile := recordingNode(t, "")
 	h, id := rawHost(t, nf)
-	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	item := pack.Settle{Kind: pack.SettleGuard, Key: "wf-test|0", Attempt: 0, Peers: []pack.Peer{peerRef(gone)}}
-	if err := gone.Close(); err != nil {
-		t.Fatal(err)
-	}
+	item := pack.Settle{Kind: pack.SettleGuard, Key: "wf-test|0", Attempt: 0, Peers: []pack.Peer{goneHost(t)}}
 	ack, err := handoff(t, h, id, withSettle(t, packFor(t, "S1 S2"), item))
 	if err != nil {
 		t.Fatal(err)
@@ -370,14 +378,7 @@ func joinReplicaAt(t *testing.T, nf api.NodeFile, id string) (actor, replica pac
 func TestOwnAnswerDoesNotSettle(t *testing.T) {
 	nf, recFile, _ := recordingNode(t, "")
 	actor, self := joinReplicaAt(t, nf, "j-own")
-	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := peerRef(gone)
-	if err := gone.Close(); err != nil {
-		t.Fatal(err)
-	}
+	other := goneHost(t)
 	h, id := rawHost(t, nf)
 	payload := withSettle(t, packFor(t, "S1 S2"), pack.Settle{Kind: pack.SettleJoinForwarded, Key: "j-own", Peers: []pack.Peer{self, other}, Epoch: 0, Actor: actor.ID})
 	ack, err := handoff(t, h, id, payload)
@@ -995,14 +996,7 @@ func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 func TestASecondRerouteOfAnAttemptHeldHereIsRefused(t *testing.T) {
 	nf, recFile, evFile := recordingNode(t, "")
 	h, id := rawHost(t, nf)
-	gone, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goneRef := peerRef(gone)
-	if err := gone.Close(); err != nil {
-		t.Fatal(err)
-	}
+	goneRef := goneHost(t)
 	rerouted := func(by string) []byte {
 		return editPack(t, packFor(t, "S1 S2"), func(p *pack.Pack) {
 			p.Attempt = 1
