@@ -190,18 +190,19 @@ func (c *beatConn) close() {
 // reopened after errors; a failed beat is not an error, the next one
 // tries again. It leaves the stream open when ctx ends (beatConn).
 //
-// Every frame lists the held work the peer guards (beatFrame, on
-// api.ProtoBeatKeys; one byte on api.ProtoBeat to a peer from before G17):
-// a guardian keeping a copy released by a successor lets go of it once its
-// holder no longer lists it (node/guard G17). When the peer stops being a
-// target, one last frame says so (most often: nothing listed).
+// Every frame lists the held work the peer guards and the work it guarded
+// that was handed on lately (beatFrame, on api.ProtoBeatHeld; older peers
+// get what they read): a guardian keeping a copy released by a successor
+// lets go of it once its holder says it let go (node/guard G17). When the
+// peer stops being a target, one last frame says so (most often: the
+// work just handed on, let go).
 func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	interval := n.cfg.Heartbeat.Interval
 	target := c.id.String()
 	send := func() error { // c.s is used only here while the Beater runs
 		if c.s == nil {
 			octx, cancel := context.WithTimeout(ctx, interval*4)
-			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeatKeys), protocol.ID(api.ProtoBeat))
+			st, err := n.host.NewStream(octx, c.id, protocol.ID(api.ProtoBeatHeld), protocol.ID(api.ProtoBeatKeys), protocol.ID(api.ProtoBeat))
 			cancel()
 			if err != nil {
 				return nil
@@ -237,7 +238,8 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 
 // serveBeat feeds every frame on a beat stream to the failure detector.
 func (n *Node) serveBeat(s network.Stream) {
-	from := s.Conn().RemotePeer().String()
+	remote := s.Conn().RemotePeer()
+	from := remote.String()
 	defer s.Reset()
 	for {
 		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -248,7 +250,7 @@ func (n *Node) serveBeat(s network.Stream) {
 		if !n.watcher.Beat(from) && n.takeFirstBeat(from) {
 			n.startWatch(from)
 		}
-		n.holderListed(from, frame)
+		n.holderListed(remote, frame)
 	}
 }
 

@@ -112,6 +112,13 @@ type fakeHolder struct {
 
 func newFakeHolder(t *testing.T, nf api.NodeFile, reply api.GuardReply) *fakeHolder {
 	t.Helper()
+	return newFakeHolderFunc(t, nf, func() api.GuardReply { return reply })
+}
+
+// newFakeHolderFunc is newFakeHolder answering with what reply returns
+// when asked.
+func newFakeHolderFunc(t *testing.T, nf api.NodeFile, reply func() api.GuardReply) *fakeHolder {
+	t.Helper()
 	h, id := rawHost(t, nf)
 	f := &fakeHolder{h: h, node: id, asked: make(chan api.HeldAddWatcher, 16)}
 	rpc.Serve(h, api.ProtoHeldAddWatcher, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
@@ -119,8 +126,11 @@ func newFakeHolder(t *testing.T, nf api.NodeFile, reply api.GuardReply) *fakeHol
 		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
 			return nil
 		}
-		f.asked <- m
-		return rpc.MustCBOR(reply)
+		select {
+		case f.asked <- m:
+		default:
+		}
+		return rpc.MustCBOR(reply())
 	})
 	return f
 }

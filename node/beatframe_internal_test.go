@@ -15,9 +15,11 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// A holder beats to a guardian on api.ProtoBeatKeys, whose frames list the
-// held work (node/guard G17), where the guardian speaks it, and on
-// api.ProtoBeat with one-byte frames where it does not: a guardian from
+// A holder beats to a guardian on api.ProtoBeatHeld, whose frames say what
+// it holds and let go of (node/guard G17), where the guardian speaks it;
+// on api.ProtoBeatKeys, whose frames list the held work, where it speaks
+// only that; and on api.ProtoBeat with one-byte frames where it speaks
+// neither: a guardian from
 // before G17 reads frames of at most 16 bytes and resets a stream that
 // carries a list. Real libp2p hosts; the guardians record what they read.
 func TestBeatFramesListKeysOnlyWhereSpoken(t *testing.T) {
@@ -28,6 +30,7 @@ func TestBeatFramesListKeysOnlyWhereSpoken(t *testing.T) {
 	}{
 		{"guardian from before G17", []string{api.ProtoBeat}, beatPlain},
 		{"guardian with G17", []string{api.ProtoBeat, api.ProtoBeatKeys}, beatKeys},
+		{"guardian that reads let-go words", []string{api.ProtoBeat, api.ProtoBeatKeys, api.ProtoBeatHeld}, beatHeld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := choiceNode(t, 0)

@@ -41,6 +41,7 @@ func (n *Node) registerProtocols() {
 	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeatKeys), n.serveBeat)
+	n.host.SetStreamHandler(protocol.ID(api.ProtoBeatHeld), n.serveBeat)
 }
 
 // handleHandoff accepts a pack from a sender: it checks the pack, checks that
@@ -1048,9 +1049,15 @@ func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
 // for good or UnsettledGiveUp passes; then the hand-off counts as made
 // there anyway: the caller guards it, and the step is re-routed should
 // that peer be gone.
+//
+// A refusal that names yet another peer is followed at once, but a peer
+// named a second time (two receivers each saying the other took the step
+// first) is asked again only after the same backoff and within the same
+// deadline as any other try: before, they were asked in a busy loop.
 func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (handedOff, error) {
 	deadline := time.Now().Add(n.cfg.UnsettledGiveUp)
 	wait := 250 * time.Millisecond
+	named := map[peer.ID]bool{first: true}
 	for try := 1; ; try++ {
 		var ack api.Ack
 		var err error
@@ -1075,11 +1082,17 @@ func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (ha
 		case err == nil && ack.Code == api.CodeCancelled:
 			return handedOff{}, errCancelled
 		case err == nil && ack.Code == api.CodeTaken:
-			if id, ok := n.takenAt(p, ack); ok && id != first {
-				first = id // first was not the first either
+			id, ok := n.takenAt(p, ack)
+			if !ok || id == first {
+				return handedOff{to: first}, nil
+			}
+			// first was not the first either.
+			again := named[id]
+			named[id], first = true, id
+			if !again {
 				continue
 			}
-			return handedOff{to: first}, nil
+			err = fmt.Errorf("the peers that took this step name each other as the first (%s now)", rpc.ShortID(id))
 		case err == nil:
 			err = errors.New(ack.Error)
 		}

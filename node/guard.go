@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,8 +195,21 @@ func (n *Node) stepGuard(key string, ev guard.Event) (guard.Ready, error) {
 	n.pendingGoneLater(m, rd)
 	n.guards.commit(key, s, m)
 	s.mu.Unlock()
+	n.logPendingGone(m, rd, ev)
 	n.applyGuard(key, rd)
 	return rd, nil
+}
+
+// logPendingGone logs the end of a pending copy (G17) and the event that
+// ended it: which word confirmed a release, or that none did.
+func (n *Node) logPendingGone(m *guard.Guard, rd guard.Ready, ev guard.Event) {
+	gone := rd.PendingGone
+	if gone == nil || !n.log.Enabled(n.ctx, slog.LevelDebug) {
+		return
+	}
+	confirmed := m.Mark() != nil && !m.Mark().Unconfirmed
+	n.log.Debug("pending guard copy gone", "key", m.Key(), "attempt", gone.Attempt, "holder", rpc.ShortIDString(gone.Holder.ID),
+		"event", strings.TrimPrefix(fmt.Sprintf("%T", ev), "guard."), "confirmed", confirmed, "live", m.Copy() != nil)
 }
 
 // stepGuardsTogether steps the machines of two different keys, a with
@@ -246,6 +261,8 @@ func (n *Node) stepGuardsTogether(a string, ea guard.Event, b string, eb guard.E
 	if err != nil {
 		return guard.Ready{}, guard.Ready{}, fmt.Errorf("journal guard copies %s and %s: %w", a, b, err)
 	}
+	n.logPendingGone(ma, rda, ea)
+	n.logPendingGone(mb, rdb, eb)
 	n.applyGuard(a, rda)
 	n.applyGuard(b, rdb)
 	return rda, rdb, nil
@@ -273,6 +290,14 @@ func guardWrite(m *guard.Guard, p guard.Persist) func(*journal.Tx) error {
 	case guard.PersistSave:
 		value := rpc.MustCBOR(m.Copy())
 		return func(tx *journal.Tx) error { return tx.Put(journal.BucketOutbox, key, value) }
+	case guard.PersistSaveMark:
+		value, mark := rpc.MustCBOR(m.Copy()), rpc.MustCBOR(m.Mark())
+		return func(tx *journal.Tx) error {
+			if err := tx.Put(journal.BucketOutbox, key, value); err != nil {
+				return err
+			}
+			return tx.Put(journal.BucketReleased, key, mark)
+		}
 	case guard.PersistForget, guard.PersistForgetPending:
 		// One transaction: a guardian that restarts still knows the step
 		// moved on (a release is answered only once this is durable).

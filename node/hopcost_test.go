@@ -58,7 +58,8 @@ func TestHopStreams(t *testing.T) {
 	progress := requestsServed(t, nodes, api.ProtoOriginProgress)
 	origin := requestsServed(t, nodes, api.ProtoOrigin)
 	beats := scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeat+`"}`) +
-		scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeatKeys+`"}`)
+		scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeatKeys+`"}`) +
+		scrapeSum(t, nodes, `bedwe_streams_served_total{protocol="`+api.ProtoBeatHeld+`"}`)
 	handoffs := requestsServed(t, nodes, api.ProtoHandoff)
 	t.Logf("%d steps: %v hand-off, %v progress, %v origin requests, %v beat streams", steps+1, handoffs, progress, origin, beats)
 	// One stream per report would be steps+1; batches of 250 ms over a

@@ -74,7 +74,12 @@
 //     release of it is confirmed (G21: the step moved on while this
 //     guardian was cut off), refuses it, and the re-router drops its
 //     copy; a released copy not confirmed yet is journaled as pending
-//     (G17), so a restarted guardian still asks about it.
+//     (G17), so a restarted guardian still asks about it. Only a word
+//     confirms a release: the holder's beats saying it let go of that
+//     attempt (a beat that merely does not list it may be older than the
+//     release, pending.go), the holder or the successor asked; a copy of
+//     a newer attempt stored over a pending one (the re-route's receiver
+//     recruiting this guardian) leaves the release unconfirmed.
 //     Tests:
 //     TestBackupWaitsForAPrimaryHandingTheStep,
 //     TestPrimaryAnswersHandingWhileItHandsTheStepOn,
@@ -83,6 +88,8 @@
 //     TestReleaseWaitsWhileACoGuardianDecidesReroute,
 //     TestSameAttemptHandedTwiceRunsOnce, TestUnansweredSettleRefusesHandover,
 //     TestSecondSuccessorRefused, TestSecondContinuationReceiverRefused,
+//     TestPendingCopyGoesOnlyOnTheHoldersWord,
+//     TestAReroutesBackupCopyLeavesAPendingReleaseUnconfirmed,
 //     TestHandedOnAttemptNotRunAgain; testnet
 //     TestNetnsGuardiansCutFromEachOtherRerouteOnce,
 //     TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn,
@@ -282,6 +289,9 @@ type Node struct {
 
 	mu    sync.Mutex
 	helds *heldTable // its own lock
+	// letGo is the work this peer handed on lately, for its beats to
+	// the guardians (node/guard G17, pending.go). Its own lock.
+	letGo letGoBook
 	// handedOn remembers work run here and handed on (handedon.go).
 	handedOn *timedSet[handedOnEntry]
 	// unsettled remembers the held keys this peer refused as unsettled

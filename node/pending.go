@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/bedwe/bedwe/node/api"
@@ -23,72 +25,232 @@ import (
 // holding a copy to re-route. So a guardian keeps the released copy as
 // pending, and its holder watched, until:
 //
-//   - the holder's beats no longer list the key (beatFrame, serveBeat):
-//     it handed the work on, and its successor holds it;
+//   - the holder's beats say it let go of that attempt (heldFrame.LetGo,
+//     on api.ProtoBeatHeld): it handed the work on, and its successor
+//     holds it;
+//   - or the holder, asked, says it no longer holds the work
+//     (reconcileHolder; asked when its beats have neither listed nor let
+//     go of the work for pendingUnlistedAsk);
 //   - or, the holder gone silent, the successor says whether it took the
 //     work (askTook): took it, the copy goes; never took it, the copy is
 //     live again and re-routed.
+//
+// A beat that merely does not list the key is not such a word: the
+// holder may have written it before it began beating for the work (while
+// it was still taking the hand-over, or in the last frame of an earlier
+// run on the same stream), and the guardian read it after the successor's
+// release. Taken as "let go" (before the thirty-second session), it could
+// confirm a release the successor then refused, and once the holder died
+// nobody would hold the step (a window found reading Left undone 26 in
+// docs/reliability-core.md; not the cause of that failure).
 
-// Beat frames. On api.ProtoBeatKeys a holder's beat frame lists the keys
-// of the held work the guardian it beats to guards (beatKeysFrame); on
-// api.ProtoBeat, spoken by peers from before G17, it is one byte. The
-// first byte says which kind of frame it is.
+// Beat frames. On api.ProtoBeatHeld a holder's beat frame says what it
+// holds and what it let go of for the guardian it beats to (heldFrame); on
+// api.ProtoBeatKeys, spoken by peers from the twenty-ninth to the
+// thirty-first session, it lists the keys held; on api.ProtoBeat, spoken
+// by peers from before G17, it is one byte. The first byte says which
+// kind of frame it is.
 const (
 	// beatPlain is a beat that lists nothing (api.ProtoBeat).
 	beatPlain = 1
 	// beatKeys is followed by the CBOR list of guarded keys held.
 	beatKeys = 2
+	// beatHeld is followed by the CBOR heldFrame.
+	beatHeld = 3
 	// maxBeatFrame bounds a beat frame: a key is well under 256 bytes.
 	maxBeatFrame = 1 << 20
 )
 
-// beatFrame is the next frame on beat stream s to guardian id: the list of
-// held keys where the guardian speaks api.ProtoBeatKeys, one byte where it
-// speaks only api.ProtoBeat.
+// heldFrame is a beat frame's body on api.ProtoBeatHeld, for one guardian.
+type heldFrame struct {
+	// Held are the guard keys of the work the holder holds and beats for
+	// that the guardian guards.
+	Held []string `cbor:"1,keyasint,omitempty"`
+	// LetGo is the work that guardian guarded which the holder handed on
+	// in the last letGoKept.
+	LetGo []letGoKey `cbor:"2,keyasint,omitempty"`
+}
+
+// letGoKey names one attempt of a step a holder let go of.
+type letGoKey struct {
+	Key     string `cbor:"1,keyasint"`
+	Attempt int    `cbor:"2,keyasint"`
+}
+
+// beatFrame is the next frame on beat stream s to guardian id: what this
+// peer holds and let go of where the guardian speaks api.ProtoBeatHeld,
+// the list of held keys where it speaks api.ProtoBeatKeys, one byte
+// where it speaks only api.ProtoBeat.
 func (n *Node) beatFrame(s network.Stream, id string) []byte {
-	if s.Protocol() == protocol.ID(api.ProtoBeatKeys) {
+	switch s.Protocol() {
+	case protocol.ID(api.ProtoBeatHeld):
+		return n.beatHeldFrame(id, time.Now())
+	case protocol.ID(api.ProtoBeatKeys):
 		return n.beatKeysFrame(id)
 	}
 	return []byte{beatPlain}
 }
 
-// beatKeysFrame is the beat frame for guardian id: the guard keys of the
-// work this peer holds and beats for (held.Holder.Beats: from the moment
-// the step may run until its guardians are released) that id guards.
+// guardedBy reports whether id is among m's guardians.
+func guardedBy(m *held.Holder, id string) bool {
+	return slices.ContainsFunc(m.Guardians(), func(g pack.Peer) bool { return g.ID == id })
+}
+
+// beatKeysFrame is the beat frame for guardian id on api.ProtoBeatKeys:
+// the guard keys of the work this peer holds and beats for
+// (held.Holder.Beats: from the moment the step may run until its
+// guardians are released) that id guards.
 func (n *Node) beatKeysFrame(id string) []byte {
 	var keys []string
 	for _, s := range n.helds.all() {
-		m := s.view()
-		if m.Beats() && slices.ContainsFunc(m.Guardians(), func(g pack.Peer) bool { return g.ID == id }) {
+		if m := s.view(); m.Beats() && guardedBy(m, id) {
 			keys = append(keys, m.Record().GuardKey)
 		}
 	}
 	return append([]byte{beatKeys}, rpc.MustCBOR(keys)...)
 }
 
-// holderListed applies a beat frame from holder: a pending copy of its
-// work whose key the frame does not list is dropped, the holder no longer
-// has the work (G17). A frame that lists nothing (beatPlain) says nothing.
-func (n *Node) holderListed(holder string, frame []byte) {
-	if len(frame) == 0 || frame[0] != beatKeys {
-		return
-	}
-	pending := n.guards.pendingOf(holder)
-	if len(pending) == 0 {
-		return
-	}
-	var listed []string
-	if err := rpc.Dec.Unmarshal(frame[1:], &listed); err != nil {
-		n.log.Debug("bad beat frame", "peer", rpc.ShortIDString(holder), "err", err)
-		return
-	}
-	for _, key := range pending {
-		if slices.Contains(listed, key) {
+// beatHeldFrame is the beat frame for guardian id on api.ProtoBeatHeld:
+// what beatKeysFrame lists, and the work id guarded that this peer handed
+// on (ended, or ending, held.PhaseDone) in the last letGoKept.
+func (n *Node) beatHeldFrame(id string, now time.Time) []byte {
+	var f heldFrame
+	for _, s := range n.helds.all() {
+		m := s.view()
+		if !guardedBy(m, id) {
 			continue
 		}
-		if _, err := n.stepGuard(key, guard.HolderLetGo{Holder: holder}); err != nil {
-			n.log.Error("step guard", "event", "HolderLetGo", "key", key, "err", err)
+		switch rec := m.Record(); {
+		case m.Beats():
+			f.Held = append(f.Held, rec.GuardKey)
+		case m.Phase() == held.PhaseDone:
+			f.LetGo = append(f.LetGo, letGoKey{Key: rec.GuardKey, Attempt: rec.Attempt()})
 		}
+	}
+	for _, k := range n.letGo.forGuardian(id, now) {
+		if !slices.Contains(f.LetGo, k) {
+			f.LetGo = append(f.LetGo, k)
+		}
+	}
+	return append([]byte{beatHeld}, rpc.MustCBOR(f)...)
+}
+
+// letGoKept is how long a holder's beats say it let go of a step: the
+// last frame to a guardian that is no longer a target carries it, and so
+// do the frames to one that still is for other work. A guardian that
+// misses all of them asks the holder (pendingUnlistedAsk).
+const letGoKept = 5 * time.Second
+
+// letGoBook remembers the steps a holder handed on lately, with their
+// guardians, for its beat frames (heldFrame.LetGo). Its own lock.
+type letGoBook struct {
+	mu      sync.Mutex
+	entries []letGoEntry
+}
+
+type letGoEntry struct {
+	key       letGoKey
+	guardians []string
+	at        time.Time
+}
+
+// add records that the step m holds was handed on at now.
+func (b *letGoBook) add(m *held.Holder, now time.Time) {
+	rec := m.Record()
+	e := letGoEntry{key: letGoKey{Key: rec.GuardKey, Attempt: rec.Attempt()}, at: now}
+	for _, g := range m.Guardians() {
+		e.guardians = append(e.guardians, g.ID)
+	}
+	if len(e.guardians) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pruneLocked(now)
+	b.entries = append(b.entries, e)
+}
+
+// forGuardian returns the steps guardian id guarded that were handed on
+// in the last letGoKept.
+func (b *letGoBook) forGuardian(id string, now time.Time) []letGoKey {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pruneLocked(now)
+	var out []letGoKey
+	for _, e := range b.entries {
+		if slices.Contains(e.guardians, id) {
+			out = append(out, e.key)
+		}
+	}
+	return out
+}
+
+// pruneLocked drops entries older than letGoKept (they are in order).
+func (b *letGoBook) pruneLocked(now time.Time) {
+	i := 0
+	for i < len(b.entries) && now.Sub(b.entries[i].at) > letGoKept {
+		i++
+	}
+	if i > 0 {
+		b.entries = slices.Delete(b.entries, 0, i)
+	}
+}
+
+// pendingUnlistedAsk is how long a guardian waits, while a pending copy's
+// holder beats to it without listing the work or saying it let go of it,
+// before it asks the holder (reconcileHolder): longer than letGoKept, so
+// a holder's word has had every chance to arrive first. Its beats may
+// be from a peer that lists nothing (api.ProtoBeat, api.ProtoBeatKeys),
+// or the frames that let go of the work were lost (a reset stream, or
+// this peer restarted meanwhile).
+const pendingUnlistedAsk = 2 * letGoKept
+
+// holderListed applies a beat frame from holder to the pending copies of
+// its work here (G17): an attempt the frame says the holder let go of is
+// dropped; one the frame neither lists nor lets go of, for longer than
+// pendingUnlistedAsk since its release, has the holder asked.
+func (n *Node) holderListed(holder peer.ID, frame []byte) {
+	hid := holder.String()
+	pending := n.guards.pendingOf(hid)
+	if len(pending) == 0 || len(frame) == 0 {
+		return
+	}
+	var f heldFrame
+	switch frame[0] {
+	case beatHeld:
+		if err := rpc.Dec.Unmarshal(frame[1:], &f); err != nil {
+			n.log.Debug("bad beat frame", "peer", rpc.ShortID(holder), "err", err)
+			return
+		}
+	case beatKeys:
+		// A peer from before ProtoBeatHeld: what it lists is held, and
+		// what it does not may still be (see above).
+		if err := rpc.Dec.Unmarshal(frame[1:], &f.Held); err != nil {
+			n.log.Debug("bad beat frame", "peer", rpc.ShortID(holder), "err", err)
+			return
+		}
+	}
+	now := time.Now()
+	ask := false
+	for _, key := range pending {
+		m := n.guards.view(key)
+		p, mark := m.Pending(), m.Mark()
+		if p == nil || p.Holder.ID != hid {
+			continue
+		}
+		switch {
+		case slices.Contains(f.LetGo, letGoKey{Key: key, Attempt: p.Attempt}):
+			if _, err := n.stepGuard(key, guard.HolderLetGo{Holder: hid, Attempt: p.Attempt}); err != nil {
+				n.log.Error("step guard", "event", "HolderLetGo", "key", key, "err", err)
+			}
+		case slices.Contains(f.Held, key):
+		case mark != nil && now.Sub(mark.At) > pendingUnlistedAsk:
+			ask = true
+		}
+	}
+	if ask && n.reconcileDue(holder) {
+		n.log.Debug("asking a holder about pending copies its beats neither list nor let go of", "peer", rpc.ShortID(holder))
+		n.spawn(func(ctx context.Context) { n.reconcileHolder(ctx, holder) })
 	}
 }
 

@@ -993,8 +993,11 @@ func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 // re-router went on as if its chain lived here: a stood-in backup that
 // had given way to its primary's re-route then guarded it too (a
 // netns run of the thirty-first session, TestNetnsGuardiansCutFromEachOtherBothClaim).
+// S1 sleeps, so that the attempt is still held here when the later
+// hand-offs come (an attempt that ended here is answered as it ended,
+// handedon.go; with an echo S1, a busy machine sometimes ended it first).
 func TestASecondRerouteOfAnAttemptHeldHereIsRefused(t *testing.T) {
-	nf, recFile, evFile := recordingNode(t, "")
+	nf, recFile, evFile := recordingNode(t, "  S1: {kind: sleep, duration: 3s}\n")
 	h, id := rawHost(t, nf)
 	goneRef := goneHost(t)
 	rerouted := func(by string) []byte {

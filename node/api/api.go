@@ -283,9 +283,18 @@ const (
 	// ProtoBeatKeys is ProtoBeat whose frames list the held work they are
 	// for: the byte 2, then the CBOR list of the guard keys of the work
 	// the holder holds and that guardian guards (node/guard G17: a copy
-	// released by a successor is kept until its holder no longer lists
-	// it). A holder asks for it first and falls back to ProtoBeat.
+	// released by a successor was kept until its holder no longer listed
+	// it; a guardian no longer reads the absence so, ProtoBeatHeld). A
+	// holder asks for it after ProtoBeatHeld and falls back to ProtoBeat.
 	ProtoBeatKeys = "/bedwe/beat/1.1.0"
+	// ProtoBeatHeld is ProtoBeat whose frames say both what the holder
+	// holds and what it let go of: the byte 3, then a CBOR map of the
+	// guard keys held (1) and the key and attempt of the work it handed
+	// on lately (2), for that guardian. A guardian lets go of a pending
+	// copy only on that word: a key merely not listed may be from a frame
+	// written before the holder beat for the work (node/guard G17). A
+	// holder asks for it first.
+	ProtoBeatHeld = "/bedwe/beat/1.2.0"
 )
 
 // GuardReply answers every request of the reliability protocols

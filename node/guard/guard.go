@@ -196,8 +196,14 @@
 //     too, and its end rides a later write, Ready.PendingGone) and its
 //     holder stays watched,
 //     until the holder is seen without the
-//     work ([HolderLetGo]: its beats no longer list the key, or it says
-//     it moved on) or the successor says it took it ([SuccessorTook]).
+//     work ([HolderLetGo]: its beats say it let go of that attempt, or it
+//     says it moved on, MovedOn) or the successor says it took it
+//     ([SuccessorTook]). Only a positive word counts: a beat that merely
+//     does not list the key may have been written before the holder
+//     started beating for the work and read after the release (closed
+//     in the thirty-second session: read so, it could confirm a release
+//     the successor then refused, and once the holder died nobody would
+//     hold the step).
 //     A holder that goes silent first gets the successor asked
 //     (Ready.AskSuccessor): took it, the copy goes; never took it (it
 //     refused the hand-over after its release was recorded), the copy is
@@ -291,7 +297,9 @@
 //     record, a move-on) or when its pending copy (G17) went because the
 //     holder let go of the work, said it moved on, or the successor said
 //     it took it (not after SuccessorGrace without an answer, nor when
-//     this guardian kept no copy to keep pending: [Mark].Unconfirmed). A re-route's settle (G20) that finds its attempt released
+//     this guardian kept no copy to keep pending, nor when a copy of a
+//     newer attempt replaced the pending one before any word came:
+//     [Mark].Unconfirmed). A re-route's settle (G20) that finds its attempt released
 //     and confirmed is answered Superseded: the receiver refuses the
 //     pack and the re-router drops its copy. Before, it was accepted as
 //     G7's notice was, and a primary guardian cut from its backup and
@@ -301,7 +309,14 @@
 //     TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn, every run
 //     without this rule). A release not confirmed yet still lets the
 //     re-route go on (G7 over G17): the successor may have refused the
-//     hand-over, and the re-route be the only chain left.
+//     hand-over, and the re-route be the only chain left. The re-route's
+//     receiver may store its backup copy here before its settle comes
+//     (the newer attempt replaces the pending copy): until the
+//     thirty-second session that read as a confirmed release, and the
+//     settle was refused, so that when the successor had refused the
+//     hand-over nobody held the step (reliability-core "Left undone" 26,
+//     twice under the race detector); the tombstone now says
+//     unconfirmed, in the same write as the new copy (PersistSaveMark).
 //     testdata/moved-on-reroute.txt; a restart keeps pending copies:
 //     TestARestartedGuardianStillAsksAboutItsPendingCopy.
 //
@@ -616,6 +631,10 @@ const (
 	// the same transaction (G17): a restarted guardian still asks the
 	// successor about it.
 	PersistForgetPending
+	// PersistSaveMark writes the live copy and the tombstone, in one
+	// transaction (G21: a copy of a newer attempt replaced a pending copy
+	// whose release was never confirmed, and the tombstone says so).
+	PersistSaveMark
 )
 
 // Reply is the answer to the request that stepped the guard (or to a
@@ -925,10 +944,12 @@ type RerouteRefused struct {
 	At      time.Time
 }
 
-// HolderLetGo: Holder no longer holds the step (its beats do not list
-// the key): a pending copy of its work is dropped (G17).
+// HolderLetGo: Holder let go of Attempt of the step (its beats say so,
+// after it handed the step on): a pending copy of that attempt of its
+// work is dropped (G17).
 type HolderLetGo struct {
-	Holder string
+	Holder  string
+	Attempt int
 }
 
 // Took is what a successor said of the work it released a step for.
@@ -1066,6 +1087,16 @@ func (g *Guard) keepPending(rd *Ready) {
 	if !slices.Contains(rd.Unwatch, p.Holder.ID) {
 		rd.Unwatch = append(rd.Unwatch, p.Holder.ID)
 	}
+	if m := g.mark; m != nil && m.Attempt == p.Attempt && m.Pending && g.copy != nil && rd.Persist == PersistSave {
+		// A live copy of a newer attempt came before any word on the
+		// release: a re-route's receiver recruited this peer as its
+		// backup (the re-router heard that the successor never took the
+		// work). The release stays unconfirmed (G21): read as confirmed,
+		// it refused that very re-route, and nobody held the step
+		// (reliability-core "Left undone" 26).
+		m.Pending, m.Unconfirmed = false, true
+		rd.Persist = PersistSaveMark
+	}
 }
 
 // dropPending drops the pending copy, its release confirmed or (after
@@ -1153,7 +1184,7 @@ func (g *Guard) successorTook(e SuccessorTook) Ready {
 func (g *Guard) step(ev Event) Ready {
 	switch e := ev.(type) {
 	case HolderLetGo:
-		if g.pending == nil || g.pending.Holder.ID != e.Holder {
+		if g.pending == nil || g.pending.Holder.ID != e.Holder || g.pending.Attempt != e.Attempt {
 			return Ready{}
 		}
 		return g.dropPending(true)

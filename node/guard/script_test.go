@@ -82,7 +82,7 @@ func apply(t *testing.T, gp **Guard, cmd string) []string {
 	case "primary-guards":
 		ev = PrimaryGuards{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "let-go":
-		ev = HolderLetGo{Holder: a["holder"]}
+		ev = HolderLetGo{Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0)}
 	case "took":
 		said := map[string]Took{"known": TookKnown, "never": TookNever, "unknown": TookUnknown}[a["said"]]
 		ev = SuccessorTook{Successor: a["successor"], Holder: a["holder"], Attempt: script.Int(t, a, "attempt", 0), Said: said, Why: "successor never took it", At: clock(t, a)}
@@ -139,7 +139,7 @@ func reply(r Reply) string {
 	return strings.Join(parts, " ")
 }
 
-var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete", PersistRestore: "restore", PersistForgetPending: "forget-pending"}
+var persistNames = map[Persist]string{PersistSave: "save", PersistForget: "forget", PersistDropMark: "drop-mark", PersistDelete: "delete", PersistRestore: "restore", PersistForgetPending: "forget-pending", PersistSaveMark: "save-mark"}
 
 func ready(r Ready) string {
 	var parts []string
