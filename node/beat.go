@@ -250,7 +250,7 @@ func (n *Node) serveBeat(s network.Stream) {
 		if !n.watcher.Beat(from) && n.takeFirstBeat(from) {
 			n.startWatch(from)
 		}
-		n.holderListed(remote, frame)
+		n.holderListed(remote, from, frame)
 	}
 }
 

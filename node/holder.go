@@ -230,7 +230,7 @@ func (n *Node) afterHeld(s *heldSlot, m *held.Holder, rd held.Ready) {
 		if m.Phase() == held.PhaseDone {
 			// Handed on: the beats say so to its guardians for a while
 			// (node/guard G17), from before it leaves the table.
-			n.letGo.add(m, time.Now())
+			n.letGo.add(m, time.Now(), n.letGoKept())
 		}
 		n.helds.remove(rec.Key, s)
 	}
