@@ -1086,14 +1086,13 @@ func coGuardiansOf(c *guard.Record, self string) []pack.Peer {
 	return peers
 }
 
-// silenceBook remembers, per step key and attempt, since when a
-// co-guardian has been silent as found by askPrimary, for mayReroute. It
-// is safe for concurrent use; mayReroute forgets a key's entries when it
-// returns.
-type silenceBook struct {
-	mu sync.Mutex
-	m  map[string]map[string]time.Time // key|attempt -> peer -> silent since
-}
+// silenceBook remembers, per step key and attempt, which co-guardian
+// askPrimary found silent (a stood-in backup's primary) and since when,
+// for mayReroute; mayReroute forgets a key's entry when it returns, and
+// the retention (prune) one never read after silenceKept.
+type silenceBook struct{ set *timedSet[string] }
+
+func newSilenceBook() silenceBook { return silenceBook{set: newTimedSet[string]()} }
 
 func silenceKey(key string, attempt int) string { return key + "|" + strconv.Itoa(attempt) }
 
@@ -1103,56 +1102,23 @@ func silenceKey(key string, attempt int) string { return key + "|" + strconv.Ito
 const silenceKept = 10 * time.Minute
 
 // note records that peer has been silent since t for key's attempt.
-func (b *silenceBook) note(key string, attempt int, peerID string, t time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.m == nil {
-		b.m = map[string]map[string]time.Time{}
-	}
-	for k, peers := range b.m {
-		for _, at := range peers {
-			if t.Sub(at) > silenceKept {
-				delete(b.m, k)
-				break
-			}
-		}
-	}
-	k := silenceKey(key, attempt)
-	if b.m[k] == nil {
-		b.m[k] = map[string]time.Time{}
-	}
-	b.m[k][peerID] = t
+func (b silenceBook) note(key string, attempt int, peerID string, t time.Time) {
+	b.set.put(silenceKey(key, attempt), t, peerID)
 }
 
-// since is when the co-guardian wait for key's attempt starts: the
-// latest of the times every one of peers was found silent since, or now
-// if any of them was not found silent (or none is asked).
-func (b *silenceBook) since(key string, attempt int, peers []pack.Peer, now time.Time) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	seen := b.m[silenceKey(key, attempt)]
-	if len(peers) == 0 || len(seen) == 0 {
+// since is when the co-guardian wait for key's attempt starts: when the
+// one co-guardian asked was found silent, or now if it was not (or more
+// than one is asked: only a primary is noted).
+func (b silenceBook) since(key string, attempt int, peers []pack.Peer, now time.Time) time.Time {
+	e, ok := b.set.get(silenceKey(key, attempt))
+	if !ok || len(peers) != 1 || peers[0].ID != e.v {
 		return now
 	}
-	var latest time.Time
-	for _, p := range peers {
-		t, ok := seen[p.ID]
-		if !ok {
-			return now
-		}
-		if t.After(latest) {
-			latest = t
-		}
-	}
-	return latest
+	return e.at
 }
 
 // forget drops what was noted for key's attempt.
-func (b *silenceBook) forget(key string, attempt int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.m, silenceKey(key, attempt))
-}
+func (b silenceBook) forget(key string, attempt int) { b.set.remove(silenceKey(key, attempt)) }
 
 // movedOnAnswer is what one round of stepMovedOn found.
 type movedOnAnswer struct {

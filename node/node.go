@@ -401,6 +401,7 @@ func New(cfg Config) (*Node, error) {
 		helds:               newHeldTable(),
 		handedOn:            newTimedSet[handedOnEntry](),
 		unsettled:           newTimedSet[struct{}](),
+		silentPrimaries:     newSilenceBook(),
 		handing:             newHandingOn(),
 		killAfterRan:        failpointFromEnv(FailpointKillAfterRan),
 		refuseSettled:       failpointFromEnv(FailpointRefuseSettled),

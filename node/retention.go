@@ -63,6 +63,7 @@ func (n *Node) prune(ctx context.Context, now time.Time) pruneCounts {
 		}
 	}
 	n.unsettled.expire(now.Add(-handedOnMemory))
+	n.silentPrimaries.set.expire(now.Add(-silenceKept))
 	if k, err := n.pruneHandedOn(now.Add(-handedOnMemory)); err != nil {
 		n.log.Error("retention: handed-on keys", "err", err)
 	} else {

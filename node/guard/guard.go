@@ -1087,16 +1087,6 @@ func (g *Guard) keepPending(rd *Ready) {
 	if !slices.Contains(rd.Unwatch, p.Holder.ID) {
 		rd.Unwatch = append(rd.Unwatch, p.Holder.ID)
 	}
-	if m := g.mark; m != nil && m.Attempt == p.Attempt && m.Pending && g.copy != nil && rd.Persist == PersistSave {
-		// A live copy of a newer attempt came before any word on the
-		// release: a re-route's receiver recruited this peer as its
-		// backup (the re-router heard that the successor never took the
-		// work). The release stays unconfirmed (G21): read as confirmed,
-		// it refused that very re-route, and nobody held the step
-		// (reliability-core "Left undone" 26).
-		m.Pending, m.Unconfirmed = false, true
-		rd.Persist = PersistSaveMark
-	}
 }
 
 // dropPending drops the pending copy, its release confirmed or (after
@@ -1386,6 +1376,17 @@ func (g *Guard) store(e Store) Ready {
 	rd := Ready{Persist: PersistSave, Reply: ok, Watch: []pack.Peer{e.Holder}, RecruitBackup: e.Recruit && len(e.Backups) == 0}
 	if old != "" && old != e.Holder.ID {
 		rd.Unwatch = []string{old}
+	}
+	if p, m := g.pending, g.mark; p != nil && m != nil && m.Attempt == p.Attempt && m.Pending {
+		// A copy of a newer attempt came before any word on the pending
+		// copy's release (keepPending then drops the pending copy): a
+		// re-route's receiver recruited this peer as its backup (the
+		// re-router heard that the successor never took the work). The
+		// release stays unconfirmed (G21), written with the copy: read
+		// as confirmed, it refused that very re-route, and nobody held
+		// the step (reliability-core "Left undone" 26).
+		m.Pending, m.Unconfirmed = false, true
+		rd.Persist = PersistSaveMark
 	}
 	return rd
 }
