@@ -353,18 +353,19 @@ func (n *Node) pendingGoneLater(m *guard.Guard, rd guard.Ready) {
 }
 
 // dropPendingCopy deletes key's outbox entry if it is the copy of attempt
-// (a live copy stored since is of a later one), read without decoding
-// its pack (guard.Record's key 4).
+// (a live copy stored since is of a later one), read in place without
+// copying or decoding its pack (guard.Record's key 4).
 func dropPendingCopy(tx *journal.Tx, key string, attempt int) error {
-	raw, ok, err := tx.Get(journal.BucketOutbox, key)
-	if err != nil || !ok {
-		return err
-	}
 	var c struct {
 		Attempt int `cbor:"4,keyasint"`
 	}
-	if rpc.Dec.Unmarshal(raw, &c) != nil || c.Attempt != attempt {
+	decoded := false
+	ok, err := tx.Peek(journal.BucketOutbox, key, func(raw []byte) error {
+		decoded = rpc.Dec.Unmarshal(raw, &c) == nil
 		return nil
+	})
+	if err != nil || !ok || !decoded || c.Attempt != attempt {
+		return err
 	}
 	return tx.Delete(journal.BucketOutbox, key)
 }

@@ -287,6 +287,22 @@ func (j *Journal) Get(bucket, key string) (value []byte, ok bool, err error) {
 	return value, ok, err
 }
 
+// Peek calls fn with the value under key in bucket without copying it:
+// the value is valid only during fn, which must neither change nor keep
+// it. ok is false, and fn is not called, when the key is absent. It is Get
+// for a reader that needs a field of a large value, not the value.
+func (t *Tx) Peek(bucket, key string, fn func(value []byte) error) (ok bool, err error) {
+	b, err := t.bucket(bucket)
+	if err != nil {
+		return false, err
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return false, nil
+	}
+	return true, fn(v)
+}
+
 // Delete removes key from bucket; removing an absent key is not an error.
 func (j *Journal) Delete(bucket, key string) error {
 	return j.Update(func(tx *Tx) error { return tx.Delete(bucket, key) })

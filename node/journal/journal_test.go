@@ -520,3 +520,33 @@ func TestObserverTimesWrites(t *testing.T) {
 		t.Fatalf("observed %v, want 3 updates and 1 batch", ops)
 	}
 }
+
+func TestPeekReadsInPlace(t *testing.T) {
+	j, _ := openTemp(t)
+	if err := j.Put(BucketPacks, "a", []byte("stored")); err != nil {
+		t.Fatal(err)
+	}
+	errStop := errors.New("stop")
+	err := j.View(func(tx *Tx) error {
+		called := false
+		ok, err := tx.Peek(BucketPacks, "absent", func([]byte) error { called = true; return nil })
+		if ok || err != nil || called {
+			t.Errorf("Peek(absent) = %v, %v, fn called %v; want false, nil, not called", ok, err, called)
+		}
+		var seen string
+		ok, err = tx.Peek(BucketPacks, "a", func(v []byte) error { seen = string(v); return nil })
+		if !ok || err != nil || seen != "stored" {
+			t.Errorf("Peek(a) = %v, %v, saw %q; want true, nil, \"stored\"", ok, err, seen)
+		}
+		if _, err := tx.Peek(BucketPacks, "a", func([]byte) error { return errStop }); !errors.Is(err, errStop) {
+			t.Errorf("Peek's fn error = %v; want %v", err, errStop)
+		}
+		if _, err := tx.Peek("no-such-bucket", "a", func([]byte) error { return nil }); err == nil {
+			t.Error("Peek(unknown bucket) = nil error")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

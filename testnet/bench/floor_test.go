@@ -32,11 +32,11 @@ func TestMeasureCommitsTimesEachCommit(t *testing.T) {
 	}
 }
 
-// TestHandOverIsTwoCommitsAndTwoRoundTrips pins the floor a hop gap is
-// compared with.
-func TestHandOverIsTwoCommitsAndTwoRoundTrips(t *testing.T) {
+// TestHandOverIsThreeCommitsAndTwoAndAHalfRoundTrips pins the floor a
+// hop gap is compared with: 3 × 350 µs + 2.5 × 200 µs.
+func TestHandOverIsThreeCommitsAndTwoAndAHalfRoundTrips(t *testing.T) {
 	f := Floor{Fsync4K: time.Millisecond, StreamRTT: 200 * time.Microsecond, Commit4K: 350 * time.Microsecond}
-	if got, want := f.HandOver(), 1100*time.Microsecond; got != want {
+	if got, want := f.HandOver(), 1550*time.Microsecond; got != want {
 		t.Errorf("HandOver() = %v, want %v", got, want)
 	}
 }

@@ -64,7 +64,7 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 			f("\nFloor, measured in the same run (median of %d each): a 4 KiB write+fsync beside the journals %.2f ms, a libp2p ping round trip to a node %.2f ms; one of each %.2f ms. Issue 14's target for the gap median is 3 × that: %.2f ms.\n", FloorSamples,
 				ms(fl.Fsync4K), ms(fl.StreamRTT), ms(fl.Hop()), 3*ms(fl.Hop()))
 			if fl.Commit4K > 0 {
-				f("A journal commit of 4 KiB (two fdatasyncs in bbolt) took %.2f ms; a hand-over's critical path holds two of them one after the other and two round trips, %.2f ms at the floor (docs/bench/notes.md, \"The floor under a hop\").\n",
+				f("A journal commit of 4 KiB (two fdatasyncs in bbolt) took %.2f ms; a hand-over's critical path holds three of them one after the other and two and a half round trips, %.2f ms at the floor (docs/bench/targets.md).\n",
 					ms(fl.Commit4K), ms(fl.HandOver()))
 			}
 		}
