@@ -16,6 +16,7 @@ import (
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
 )
@@ -45,10 +46,20 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 
 			var mu sync.Mutex
 			var got []string // "peer request", in arrival order
+			// The receiver's own copy must be durable before the ride
+			// releases anything (I3, I4): the ride follows its commit,
+			// which is why a hand-over's floor holds three commits in a
+			// row (testnet/bench Floor.HandOver).
+			var heldKeyOfPack string
+			rideSeen, journaledAtRide := false, false
 			serve := func(h host.Host, name, proto string, answer bool) {
 				rpc.Serve(h, proto, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 					mu.Lock()
 					got = append(got, name+" "+proto)
+					if proto == api.ProtoGuardStoreRelease && !rideSeen { // the first ride
+						_, ok, err := n.journal.Get(journal.BucketPacks, heldKeyOfPack)
+						rideSeen, journaledAtRide = true, ok && err == nil
+					}
 					mu.Unlock()
 					if !answer {
 						return nil // no answer: the stream is reset
@@ -105,13 +116,19 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			mu.Lock()
+			heldKeyOfPack = heldKey(p)
+			mu.Unlock()
 			ack := n.accept(ctx, p, raw)
 			if !ack.OK {
 				t.Fatalf("hand-off refused: %+v", ack)
 			}
 			mu.Lock()
-			order := slices.Clone(got)
+			order, journaled := slices.Clone(got), journaledAtRide
 			mu.Unlock()
+			if !journaled {
+				t.Errorf("x was sent the copy with its release before the receiver had journaled the step")
+			}
 			t.Logf("requests in arrival order: %q", order)
 			at := func(what string) int { return slices.Index(order, what) }
 			ride, released, stored := at("x "+api.ProtoGuardStoreRelease), at("a "+api.ProtoGuardRelease), at("k "+api.ProtoGuardStore)
