@@ -1,5 +1,5 @@
 // Package breaker keeps one circuit breaker per peer for peer choice
-// (seed 003, "circuit breaker"): after Failures consecutive failed
+// (the circuit breaker pattern): after Failures consecutive failed
 // hand-offs to a peer its breaker opens and peer choice passes the peer
 // over; after the open time one probe is let through (half-open); a
 // success closes the breaker, a failure opens it again for twice as long

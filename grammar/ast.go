@@ -1,7 +1,7 @@
 // Package grammar owns the bedwe workflow language: its lexer, parser, abstract
 // syntax tree, canonical printer, static checks and Peel, the operation that
 // splits a workflow into the head pattern to run now and the residual to
-// forward (seed 002, §3.1).
+// forward (the BEDWE paper, §3.1).
 //
 // The package knows nothing about networks, nodes or data encodings: it turns
 // text into a checked tree and trees back into text.

@@ -12,7 +12,7 @@ import (
 // out["LABEL"] (out[input.key], len(out)). Nil w names nothing.
 //
 // A node uses it to tell which outputs nobody ahead in a pack's residual
-// workflow can name (issue 14: such outputs may leave the pack).
+// workflow can name: such outputs may leave the pack.
 func Names(w *Workflow) (names map[string]bool, all bool) {
 	names = map[string]bool{}
 	return names, !namesIn(w, names)

@@ -53,7 +53,7 @@ type Selector func(c *Choice) (int, error)
 var ErrEmpty = errors.New("empty workflow")
 
 // Peel splits w into its head pattern and the residual workflow that runs
-// after it (nil when nothing remains), per seed 002 §3.1:
+// after it (nil when nothing remains), per the BEDWE paper's §3.1:
 //   - a sequence yields its first service;
 //   - a FORK, FIRST or FAILOVER yields its branch list, and the residual is the
 //     continuation after SYNC / ENDFIRST / ENDFAILOVER;

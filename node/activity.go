@@ -93,11 +93,10 @@ func (n *Node) activity() Activity {
 // says changes (checked when held work changes, at most every 50 ms, and
 // once a second while the node holds work, pending joins or running
 // workflows). An idle
-// board writes nothing: the file used to be rewritten, and fsynced, every
-// second (docs/deploy.md, SD-card wear). Nor does it wake: with nothing
+// board writes nothing: rewriting and fsyncing the file every second would
+// wear its SD card (docs/operations.md). Nor does it wake: with nothing
 // held, only a touch (touchActivity: work added, a drain) can change what
-// the file says, so the loop waits for one (twenty-fourth session, idle
-// CPU).
+// the file says, so the loop waits for one (a wake-up costs idle CPU).
 func (n *Node) activityLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -9,8 +9,8 @@ import (
 
 // With nothing held, activity.json's loop sleeps until told of a change
 // (touchActivity): only new work or a drain can change the file, and
-// those tell it. It used to tick every second on every node, busy or
-// not.
+// those tell it. A loop that ticked every second would wake every node,
+// busy or not.
 func TestActivityLoopSleepsWhileNothingIsHeld(t *testing.T) {
 	n, stop, _ := runInternalNode(t, t.TempDir(), "")
 	t.Cleanup(stop)

@@ -49,9 +49,9 @@ func (g *guardStoreHost) ref() pack.Peer {
 }
 
 // The receiver of a hand-off names its backup guardian in its first
-// journal write and then asks it to store a copy (issue 14). A backup that
+// journal write and then asks it to store a copy. A backup that
 // refuses is taken off and another peer asked; a backup whose answer never
-// came stays named (it may keep a copy, issue 12 F4) and another peer is
+// came stays named (it may keep a copy) and another peer is
 // asked too, so that a copy surely exists besides the sender's (I3). Real
 // peers answer the stores; each case counts the stores they received.
 func TestHolderBackupRecruitment(t *testing.T) {

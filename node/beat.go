@@ -26,8 +26,8 @@ import (
 // stops but the stream is kept for beatLinger, and a peer that becomes a
 // target again (the next step's guardian, on a small mesh usually a peer
 // beaten to before) is beaten to on the same stream. Opening one was most
-// of a stream a hop (1.3 beat streams per step on an 8-node testnet,
-// issue 14); an idle stream costs nothing but its place in the muxer.
+// of a stream a hop (1.3 beat streams per step on an 8-node testnet);
+// an idle stream costs nothing but its place in the muxer.
 type beatConn struct {
 	id     peer.ID
 	cancel context.CancelFunc

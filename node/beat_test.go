@@ -157,8 +157,8 @@ func (f *fakeHolder) guard(t *testing.T, m api.GuardRequest) api.GuardReply {
 // it moved on (its release was lost), keeps it and is re-added as a
 // watcher when the holder still holds the work, and re-routes the step
 // (the guardian is the primary) when the holder says it never took it —
-// it refused the hand-over as unsettled (node/guard G10; before, that
-// answer read as "moved on" and the step was lost).
+// it refused the hand-over as unsettled (node/guard G10: read as "moved
+// on", that answer would lose the step).
 func TestGuardianReconcilesWithLiveHolder(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -240,9 +240,9 @@ func recvGuard(t *testing.T, ch <-chan api.HeldAddWatcher) api.HeldAddWatcher {
 // cut heals, the old connection can stay mute for seconds while a new dial
 // gets through at once). A holder that answers
 // is reconciled with (here it says it moved on: the copy is dropped),
-// never re-routed — after a cut healed, that re-route ran a step again
-// whose successor had run it (issue 12: isolate-join-holder, an
-// at-most-once step run twice). Fails without the last holder check, and
+// never re-routed — after a cut heals, that re-route would run a step
+// again whose successor had run it (an at-most-once step run twice, as in
+// isolate-join-holder). Fails without the last holder check, and
 // without the fresh connection.
 func TestGuardianAsksSilentHolderBeforeRerouting(t *testing.T) {
 	lines := newLogLines()
@@ -307,7 +307,7 @@ func TestGuardianRefusesAttemptItRerouted(t *testing.T) {
 // guardian re-routed the step to it) answers a later release of attempt 0
 // Superseded, as the primary that re-routed would: a holder of attempt 0
 // cut off during the re-route, whose settle reached only this peer, would
-// otherwise start a second chain (node/guard G9; issue 12).
+// otherwise start a second chain (node/guard G9).
 func TestNewerAttemptSupersedesGuardCopy(t *testing.T) {
 	_, nf, f, key := guardedAtAttempt0(t)
 	p, err := pack.Decode(packFor(t, "S1 S2"), pack.DefaultLimits())
@@ -346,11 +346,11 @@ func guardedAtAttempt0(t *testing.T) (*logLines, api.NodeFile, *fakeHolder, stri
 // A backup guardian whose holder dies asks the primary; a primary that
 // keeps no copy of the step (it was still handing the step again to the
 // holder, which had taken it first) answers "not known", and the backup
-// re-routes (node/guard G3). It now tells that primary of the re-route
+// re-routes (node/guard G3). It tells that primary of the re-route
 // (G7): a release of the old attempt, marked re-routed, so the primary
-// answers the cut-off holder's late release superseded. Before, the
-// primary answered it as a plain release and the holder's old chain ran an
-// at-most-once step a second time (tenth session, isolate-join-holder).
+// answers the cut-off holder's late release superseded. Otherwise the
+// primary would answer it as a plain release and the holder's old chain
+// would run an at-most-once step a second time (isolate-join-holder).
 // The primary is a real libp2p host that records what reaches it.
 func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	lines := newLogLines()
@@ -438,10 +438,9 @@ func backupTestNode(t *testing.T) (api.NodeFile, *logLines) {
 // (a real libp2p host), which keeps no copy because it is still handing
 // the step on (the holder's ack never reached it) and says so. The backup
 // waits and asks again instead of standing in; once the primary answers
-// that it knows nothing and hands nothing on, it re-routes (G3). Before
-// G15 it re-routed after the first answer, and the sender then handed the
-// step to the holder again: the step ran twice (a fresh-clone CI run of
-// flapping-link, the seventeenth session's stop).
+// that it knows nothing and hands nothing on, it re-routes (G3). A backup
+// that re-routed after the first answer would let the sender hand the
+// step to the holder again: the step would run twice (flapping-link).
 func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
 	nf, lines := backupTestNode(t)
 	primary := p2ptest.Host(t)
@@ -487,10 +486,10 @@ func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
 // (it re-routed the step before past that attempt: the holder's chain is
 // superseded), the node drops its copy with no tombstone and S1 never
 // runs (counted in the services' invocation record); when G answers that
-// the release stands, the node re-routes as before. Before, a
-// guardian re-routed a superseded chain's copy whose holder's withdrawal
-// had been lost to a cut, and a step that the live chain had already
-// delivered ran again (a CI run of flapping-link, fourteenth session).
+// the release stands, the node re-routes. Without the probe, a
+// guardian would re-route a superseded chain's copy whose holder's
+// withdrawal had been lost to a cut, and a step that the live chain had
+// already delivered would run again (flapping-link).
 func TestSupersededChainCopyNotRerouted(t *testing.T) {
 	for _, superseded := range []bool{true, false} {
 		t.Run(fmt.Sprintf("superseded=%v", superseded), func(t *testing.T) {

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"github.com/bedwe/bedwe/internal/tier"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func startBreakerNode(t *testing.T, network, services string, bootstrap []string
 // breaker, `peers` shows it open, and later workflows fail without
 // dialling it.
 func TestBreakerOpensOnFailedHandoffs(t *testing.T) {
+	tier.Faults(t)
 	network := "brk-" + t.Name()
 	entry, _ := startBreakerNode(t, network, "version: 1\nservices:\n  start: {kind: echo}\n", nil)
 	gone, stopGone := startBreakerNode(t, network, "version: 1\nservices:\n  only: {kind: echo}\n", entry.Addrs)

@@ -98,7 +98,7 @@ func TestPeerChoiceReadsTheViewsIDs(t *testing.T) {
 }
 
 // BenchmarkPeerChoice is what a hop spends choosing peers among 40 live
-// ones (issue 14): the next step's executor (pick) and the receiver's
+// ones: the next step's executor (pick) and the receiver's
 // backup guardian (pickHolderBackup, preferring a guardian of the step
 // before).
 func BenchmarkPeerChoice(b *testing.B) {

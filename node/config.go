@@ -70,8 +70,8 @@ type Config struct {
 	// addresses) are announced within AnnounceInterval. The refresh grows
 	// by PresenceRefreshPerPeer for every peer in the view, so a mesh sends
 	// a bounded number of announcements a second whatever its size and
-	// idle cost grows linearly, not with the square of the peers (issue
-	// 14). Each announcement carries its refresh interval and receivers
+	// idle cost grows linearly, not with the square of the peers. Each
+	// announcement carries its refresh interval and receivers
 	// keep the peer for 3 of them. While the view holds a peer of an older
 	// version (no refresh in its announcements, so it would expire us after
 	// its own PresenceTTL), this peer refreshes every AnnounceInterval.
@@ -93,7 +93,7 @@ type Config struct {
 	// receivers refuse as unsettled (no guardian of the step it ran
 	// answers) before it lets them take unanswering guardians as gone.
 	// It must outlast the partitions the mesh expects: a guardian cut off
-	// for longer may re-route work that has moved on (issue 12).
+	// for longer may re-route work that has moved on.
 	UnsettledGiveUp time.Duration
 	// DefaultStepTimeout applies to steps without a timeout attribute whose
 	// service declares none.
@@ -125,7 +125,7 @@ type Config struct {
 	// shrinks to a tombstone (it ended, and how) kept 4 × Retention more,
 	// so a guardian that asks much later still hears that it ended. Longer
 	// keeps results readable longer; shorter bounds the journal (see
-	// docs/deploy.md). Zero: 7 days.
+	// docs/operations.md). Zero: 7 days.
 	Retention time.Duration
 	// ScheduleFile is a bedwe-schedule/1 timetable to start with (the
 	// operator put it there, so it is trusted without a signature). A newer
@@ -211,7 +211,7 @@ type Config struct {
 	MaxWorkflows int
 	// StashMin is how many bytes of outputs nobody ahead can name a pack
 	// must carry before its holder has the workflow's origin copies keep
-	// them and drops them from the pack it hands on (issue 14; only steps
+	// them and drops them from the pack it hands on (only steps
 	// that declare reads= leave outputs nobody ahead can name). Zero:
 	// DefaultStashMin; negative: never.
 	StashMin int

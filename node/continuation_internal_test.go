@@ -16,8 +16,8 @@ import (
 // receivers; once its copy of the join knows a newer actor (a replica on a
 // flapping link took the join over and forwarded, and its receiver settled
 // here) it stops, instead of handing on a second continuation that a copy
-// which has not heard of the newer actor would let through (reliability-
-// core "Left undone" 11, join J7/J10). Its own, current continuation still
+// which has not heard of the newer actor would let through (join J7/J10:
+// the step after the join would run twice). Its own, current continuation still
 // goes on.
 func TestOldActorStopsHandingOnItsContinuation(t *testing.T) {
 	n, stop, _ := runInternalNode(t, t.TempDir(), "")

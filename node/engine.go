@@ -118,15 +118,14 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	}
 	// The backup guardian is chosen before the first write and named in
 	// it, so the usual hand-over journals the holder once, not twice, and
-	// the backup stores its copy while this peer writes (issue 14; why
-	// that order is safe: docs/reliability-core.md, "the receiver's second
-	// write is gone").
+	// the backup stores its copy while this peer writes. That order is
+	// safe: both copies are durable before anything is released, and the
+	// ack waits for the releases (docs/protocol.md).
 	//
 	// When the settle releases one step, its guardians are preferred as
 	// the backup, and the copy rides the release sent to the one chosen,
 	// before the other guardians are released: one request and one
-	// commit there instead of two (issue 14; docs/reliability-core.md,
-	// "the backup's copy rides the release").
+	// commit there instead of two (docs/protocol.md).
 	rideKey, ridePeers := rideItem(p.Settle, n.selfID)
 	backup := n.pickHolderBackup(rec, ridePeers)
 	if backup.ID != "" {
@@ -309,7 +308,7 @@ func (n *Node) chainOrder(p *pack.Pack, mine pack.Lineage, how string) (int, api
 // From then on its copy answers a release of the old attempt Superseded,
 // as the primary would: a holder of the old attempt cut off during the
 // re-route whose settle reached only this peer would otherwise hand on a
-// second chain (issue 12, isolate-join-holder).
+// second chain (isolate-join-holder).
 func (n *Node) noteNewerAttempt(key string, attempt int) {
 	if n.guards.view(key).Empty() {
 		return // nothing guarded here: no machine to step
@@ -338,10 +337,9 @@ func (n *Node) noteNewerAttempt(key string, attempt int) {
 // again is one told that this peer took it first (handToFirst): the
 // guardians or join copies that recorded this peer answer it as before,
 // or name the receiver they recorded since (a swap resolved, guard G14,
-// join J11). Answered "superseded" instead, the sender stopped its chain
-// while neither receiver held the step: a FORK branch start to a peer
-// whose link flapped was lost that way (reliability-core, thirtieth
-// session).
+// join J11). Answered "superseded" instead, the sender would stop its
+// chain while neither receiver held the step: a FORK branch start to a
+// peer whose link flapped would be lost.
 func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) (ack api.Ack, again bool) {
 	// The same step and attempt of another chain (pack.Lineage) is not
 	// the work held here: of an older chain it stops here, and a newer
@@ -455,8 +453,8 @@ type recruitedBackups struct {
 // copy or its answer never came. A peer whose answer never came stays a
 // guardian (first stays named; another is returned in more): it may keep
 // a copy, and the successor's release must reach it, or its copy would
-// outlive the step and re-route it once its link came back (issue 12,
-// finding F4). A first that refused is to be taken off the record
+// outlive the step and re-route it once its link came back. A first
+// that refused is to be taken off the record
 // (refused).
 func (n *Node) recruitHolderBackup(ctx context.Context, rec held.Record, first pack.Peer) (more []pack.Peer, refused bool) {
 	raw := rec.PackRaw
@@ -663,7 +661,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 	var lastErr error
 	for try := 0; try <= retries; try++ {
 		if try > 0 {
-			// Capped exponential backoff with full jitter (seed 003).
+			// Capped exponential backoff with full jitter.
 			ceil := bmin << min(try-1, 30)
 			if ceil > bmax || ceil <= 0 {
 				ceil = bmax
@@ -731,7 +729,7 @@ var errChainSuperseded = fmt.Errorf("%w: %w", errCancelled, errSuperseded)
 // sender stops trying: a receiver that refused it as unsettled (a copy
 // cut off) and is asked again later may settle it with a copy that does
 // not know the newer actor yet, while the newer actor's continuation went
-// on (flapping-link, reliability-core "Left undone" 11).
+// on (flapping-link; join J7).
 func (n *Node) continuationSuperseded(p *pack.Pack) bool {
 	for _, it := range p.Settle {
 		if it.Kind != pack.SettleJoinForwarded {
@@ -1053,7 +1051,8 @@ func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
 // A refusal that names yet another peer is followed at once, but a peer
 // named a second time (two receivers each saying the other took the step
 // first) is asked again only after the same backoff and within the same
-// deadline as any other try: before, they were asked in a busy loop.
+// deadline as any other try, so that such a pair is not asked in a busy
+// loop.
 func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (handedOff, error) {
 	deadline := time.Now().Add(n.cfg.UnsettledGiveUp)
 	wait := 250 * time.Millisecond
@@ -1147,8 +1146,8 @@ const unsettledQuick = 6 * time.Second
 // item is marked only when none of its peers answers a ping now either: a
 // link that healed since the last refusal is settled on the next try
 // instead (a flapping link's cut can fall between two cut-off checks; a
-// guardian taken as gone there answered the next settle "taken" and the
-// step ran twice — issue 12, finding F4).
+// guardian taken as gone there would answer the next settle "taken" and
+// the step would run twice).
 func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow string, items []pack.Settle) bool {
 	if u.lenient {
 		return false

@@ -1,10 +1,8 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,19 +13,20 @@ import (
 // must hit a point no outside signal can. Each is an environment variable
 // set to "SERVICE:MARKER": it fires at SERVICE's step, the first time the
 // file MARKER can be created (the node writes its data directory there,
-// so the test knows which node it fired on). Unset, as everywhere but in
-// those tests, they do nothing.
+// so the test knows which node it fired on). They exist only in a build
+// with the failpoints tag (failpoint_on.go), which the testnet tests make;
+// a released binary ignores these variables (failpoint_off.go).
 const (
 	// FailpointKillAfterRan makes the node SIGKILL itself right after a
 	// step of SERVICE ran and its outcome was stepped, before anything is
 	// handed on — inside held H4's window, where a quick step's outcome is
-	// not journaled yet (reliability-core "Left undone" 12).
+	// not journaled yet, so its restart must run it again.
 	FailpointKillAfterRan = "BEDWE_FAILPOINT_KILL_AFTER_RAN"
 	// FailpointRefuseSettled makes a receiver of SERVICE's hand-over that
 	// settled it (the guardians of the step before recorded its release)
 	// refuse it as unsettled all the same, as it does when one guardian's
 	// answer did not arrive in time although that guardian recorded the
-	// release (reliability-core "Left undone" 18, node/held H7).
+	// release (node/held H7).
 	FailpointRefuseSettled = "BEDWE_FAILPOINT_REFUSE_SETTLED"
 	// FailpointKillAfterUnsettled makes a sender whose hand-off of SERVICE
 	// was refused as unsettled SIGKILL itself before it tries again.
@@ -36,7 +35,7 @@ const (
 	// SERVICE was refused as unsettled wait failpointUntilKilled before it
 	// tries again: the guardians of its step keep their copies pending
 	// (node/guard G17) meanwhile, and the test restarts them, then kills
-	// the sender (reliability-core "Left undone" 20).
+	// the sender.
 	FailpointStallAfterUnsettled = "BEDWE_FAILPOINT_STALL_AFTER_UNSETTLED"
 	// FailpointKillAfterTaken makes a sender whose hand-off of SERVICE
 	// was acknowledged SIGKILL itself before it journals the hand-on: its
@@ -47,7 +46,7 @@ const (
 	// the guardians of a completion (a branch end) whose last step ran
 	// SERVICE, none answering superseded, wait failpointStall before it
 	// records it and releases them: the window in which node/guard G18
-	// holds a re-route off (reliability-core "Left undone" 23).
+	// holds a re-route off.
 	FailpointStallAfterProbe = "BEDWE_FAILPOINT_STALL_AFTER_PROBE"
 	// FailpointStallAfterClaim makes a guardian that claimed the re-route
 	// of SERVICE's step wait failpointStall before it hands the pack on:
@@ -58,8 +57,7 @@ const (
 	// whose last step ran SERVICE wait failpointLongStall before it
 	// releases that step's guardians: longer than guard.RecordingHold, so
 	// a guardian whose holder went silent meanwhile asks the join whether
-	// the branch ended before it re-routes (reliability-core "Left undone"
-	// 24).
+	// the branch ended before it re-routes (G18).
 	FailpointStallAfterRecord = "BEDWE_FAILPOINT_STALL_AFTER_RECORD"
 )
 
@@ -79,32 +77,6 @@ const failpointStall = 12 * time.Second
 // failpoint is one parsed failpoint: its variable, service and marker
 // file (service "" when unset).
 type failpoint struct{ name, service, marker string }
-
-// failpointFromEnv reads the failpoint named by the variable name.
-func failpointFromEnv(name string) failpoint {
-	service, marker, ok := strings.Cut(os.Getenv(name), ":")
-	if !ok || service == "" || marker == "" {
-		return failpoint{}
-	}
-	return failpoint{name, service, marker}
-}
-
-// fires reports whether the failpoint fires now for service: it is set
-// for service and its marker did not exist yet (it does now, naming
-// dataDir).
-func (f failpoint) fires(service, dataDir string) bool {
-	if f.service == "" || service != f.service {
-		return false
-	}
-	m, err := os.OpenFile(f.marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return false // fired before (or the marker cannot be made): not again
-	}
-	fmt.Fprintln(m, dataDir)
-	_ = m.Sync()
-	_ = m.Close()
-	return true
-}
 
 // stall waits failpointStall if the failpoint fires for service.
 func (f failpoint) stall(service, dataDir string, log *slog.Logger) {

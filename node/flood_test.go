@@ -17,7 +17,7 @@ import (
 	"github.com/bedwe/bedwe/node/events"
 )
 
-// floodSize is the size of TestFlood: BEDWE_FLOOD=full runs the issue's
+// floodSize is the size of TestFlood: BEDWE_FLOOD=full runs the full
 // flood (16 nodes, 8 clients, 2,000 workflows); the default is small
 // enough for CI on a 2-core machine.
 func floodSize() (nodes, clients, workflows int) {
@@ -48,7 +48,7 @@ func floodLimits() (maxConcurrent, queue, maxWorkflows, fb int) {
 // refused as busy, that none was lost, and, from the service's own count,
 // that no node ever ran more steps at once than its limits allow. It logs
 // throughput, latency percentiles and the refusals (figures, not
-// assertions; docs/bench/notes.md keeps them).
+// assertions; docs/benchmarks.md keeps them).
 //
 //	go test ./node -run TestFlood -v                    # 6 nodes, 4 clients, 200 workflows
 //	BEDWE_FLOOD=full go test ./node -run TestFlood -v -timeout 30m

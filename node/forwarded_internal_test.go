@@ -22,7 +22,7 @@ import (
 // TestHandOnAndGuardCopyInOneCommit: once the next holder acknowledged a
 // hand-off, the sender drops its held record (remembering the hand-on)
 // and keeps its guard copy of what it handed on in one journal commit,
-// not two (issue 14) — and both are in the journal afterwards.
+// not two — and both are in the journal afterwards.
 func TestHandOnAndGuardCopyInOneCommit(t *testing.T) {
 	dir := t.TempDir()
 	cfg := TestnetConfig()

@@ -19,9 +19,8 @@ import (
 // whole traffic is presence refreshes, each of which every node received
 // from up to six mesh peers besides the publisher's own copy. With D 3
 // and the slower presence refresh (Config.PresenceRefreshPerPeer) the
-// idle CPU of 40 testnet nodes fell from 41–54 % to 25–29 % of one core
-// (twelfth session, alternating runs on a quiet machine; docs/bench/notes.md,
-// "Small-mesh gossip re-landed").
+// idle CPU of 40 testnet nodes falls from 41–54 % to 25–29 % of one core
+// (alternating runs on a quiet machine; docs/benchmarks.md).
 type GossipConfig struct {
 	D, Dlo, Dhi, Dlazy int
 	Heartbeat          time.Duration
@@ -39,14 +38,14 @@ type GossipConfig struct {
 //
 // Dlazy 1: every heartbeat, a peer advertises the messages of the last
 // three heartbeats to one other peer, picked at random, so each message
-// is still advertised by each peer three times. At idle, once presence
-// refreshes are spread over time (twenty-fourth session), those IHAVE
-// messages were more than half of a node's gossip traffic: 2.4 of the 4.4
-// messages a second each of 40 idle nodes sent with Dlazy 3.
+// is still advertised by each peer three times. At idle, with presence
+// refreshes spread over time, IHAVE messages with Dlazy 3 are more than
+// half of a node's gossip traffic: 2.4 of the 4.4 messages a second each
+// of 40 idle nodes send.
 //
-// Flood publish stays on: a peer that has just started has no mesh yet, and without it its first announcements reached
-// nobody until a refresh (an 80-node testnet did not connect within two
-// minutes in the eleventh session's measurement without it).
+// Flood publish stays on: a peer that has just started has no mesh yet,
+// and without it its first announcements reach nobody until a refresh
+// (without it, an 80-node testnet does not connect within two minutes).
 func SmallMeshGossip() GossipConfig {
 	return GossipConfig{D: 3, Dlo: 2, Dhi: 5, Dlazy: 1, Heartbeat: time.Second, FloodPublish: true}
 }

@@ -194,11 +194,11 @@ func TestGossipConfigShapes(t *testing.T) {
 // connection from a member its view lacks: a real libp2p host) sends it
 // its presence announcement on a stream of its own, over that connection,
 // instead of gossiping an announcement to the whole mesh — at the start of
-// a 40-node mesh the gossiped ones overflowed gossipsub's queues (fifteenth
-// session). A greeting the newcomer sends is taken into the node's view,
+// a 40-node mesh the gossiped ones overflow gossipsub's queues. A
+// greeting the newcomer sends is taken into the node's view,
 // and the node answers it with its own announcement and its view, so a
 // newcomer learns the mesh from the peers it is connected to and no peer
-// has to dial it (twenty-second session): a second newcomer's greeting is
+// has to dial it: a second newcomer's greeting is
 // answered with a view that holds the first.
 func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
@@ -247,8 +247,8 @@ func TestNewcomerGreetedDirectly(t *testing.T) {
 // nodes, each bootstrapped from the first and keeping TargetPeers 2, all
 // come to see all ten, while they hold at most 2 × 10 connections (each
 // node dials its bootstrap peer and, below TargetPeers, one more).
-// Greeting every newcomer by dialling it, as before the twenty-second
-// session, connects nearly every pair (45 here, 780 on 40 nodes).
+// Greeting every newcomer by dialling it would connect nearly every pair
+// (45 here, 780 on 40 nodes).
 func TestMeshLearntWithoutDiallingEveryone(t *testing.T) {
 	const n, target = 10, 2
 	nodes := startMesh(t, "greet", n, func(_ int, cfg *node.Config) string {

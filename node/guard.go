@@ -214,8 +214,8 @@ func (n *Node) logPendingGone(m *guard.Guard, rd guard.Ready, ev guard.Event) {
 
 // stepGuardsTogether steps the machines of two different keys, a with
 // ea and b with eb, and persists what both say in one journal commit
-// (issue 14: a backup's store and the release of the step before, sent
-// in one request). The slots are locked in key order, so two such calls
+// (a backup's store and the release of the step before, sent in one
+// request). The slots are locked in key order, so two such calls
 // never wait for each other in a circle. A failed write refuses both
 // events and changes nothing (I4).
 func (n *Node) stepGuardsTogether(a string, ea guard.Event, b string, eb guard.Event) (guard.Ready, guard.Ready, error) {
@@ -711,9 +711,9 @@ func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
 		// gone: take over only while the mesh still answers this peer,
 		// and only if it answered all along — a cut shorter than the
 		// actor's check (up to 4 s; a flapping link's are 1–1.5 s) that
-		// began and ended within it made a replica take a live actor
-		// over in the gap between two cuts (flapping-link,
-		// reliability-core "Left undone" 11).
+		// began and ended within it would make a replica take a live
+		// actor over in the gap between two cuts (flapping-link; join
+		// J7).
 		if ctx.Err() != nil {
 			return false
 		}
@@ -941,7 +941,7 @@ const coGuardianWait = 5 * time.Second
 
 // mayReroute asks, before a re-route of o, whether the step may have moved
 // on without this guardian hearing of it (its release lost to a
-// partition: issue 12, finding F2). It asks the workflow's origins and the
+// partition). It asks the workflow's origins and the
 // step's other guardians: an origin that says the workflow ended, or a
 // co-guardian that was released, means the step moved on — the copy is
 // dropped and nothing is re-routed (I1). It goes ahead once a co-guardian
@@ -1019,8 +1019,8 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		if goAhead {
 			// The last word is the holder's: the answers above may come
 			// from a heal that reached the holder too, after it moved on
-			// with guardians this one never heard from (issue 12: an
-			// at-most-once step run again after a cut healed).
+			// with guardians this one never heard from (re-routed then,
+			// an at-most-once step would run again after a cut healed).
 			if n.holderBack(ctx, key, o.Holder.ID) {
 				return false
 			}
@@ -1028,17 +1028,18 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			// holder look gone (a flapping link).
 			if !n.cutOff(ctx, o.Holder.ID) {
 				// Those checks take seconds: the answers above are stale
-				// now (CI saw a flapping-link run re-route a step of a
-				// workflow that had ended meanwhile). Ask again.
+				// now (on a flapping link, the workflow may have ended
+				// meanwhile, and a step of it would be re-routed). Ask
+				// again.
 				a := n.stepMovedOn(ctx, key, o, c, p)
 				if a.movedOn || ctx.Err() != nil {
 					return false
 				}
 				// Nobody answered that last question: a cut may have begun
-				// since the pings (a flapping link; a run of the twentieth
-				// session re-routed a step whose release this peer had
-				// missed, while its co-guardian knew it was released).
-				// Ping again before acting on silence.
+				// since the pings (a flapping link: acting on silence would
+				// re-route a step whose release this peer had missed, while
+				// its co-guardian knew it was released). Ping again before
+				// acting on silence.
 				switch {
 				case a.holdOff.any():
 					// Asked again next round (above).
@@ -1063,9 +1064,9 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 // nextRound is how long mayReroute sleeps before its next round: the
 // backoff wait, cut short to end when coGuardianWait does (left) while
 // that wait is all that holds the re-route off. Without the cut the
-// doubling backoff asked again only at 7.5 s, and a holder killed with its
-// other guardian stayed un-re-routed 2.5 s past the bound (the chaos
-// trials' `consecutive` scenario, thirty-first session).
+// doubling backoff would ask again only at 7.5 s, and a holder killed
+// with its other guardian would stay un-re-routed 2.5 s past the bound
+// (the chaos `consecutive` scenario).
 func nextRound(wait time.Duration, waitingForCoGuardian bool, left time.Duration) time.Duration {
 	if waitingForCoGuardian && left > 0 && left < wait {
 		return left
@@ -1283,11 +1284,11 @@ func (n *Node) holderBack(ctx context.Context, key, holder string) bool {
 //
 // Concurrent checks of one peer share one answer (n.freshChecks): each
 // check's redial closes all of the peer's connections, the one another
-// check has just dialled included. In a CI run of flapping-link
-// (thirteenth session) two re-route checks of one step ran at once: one
-// found the holder answering, the other read it as gone two milliseconds
-// later and re-routed a step that had moved on, and an at-most-once step
-// ran twice.
+// check has just dialled included. Without the sharing, two re-route
+// checks of one step running at once on a flapping link could disagree:
+// one finds the holder answering, the other reads it as gone two
+// milliseconds later and re-routes a step that had moved on, and an
+// at-most-once step runs twice.
 // The shared check runs on the node's context, so one caller giving up
 // does not answer "gone" to the others.
 func (n *Node) answersFresh(ctx context.Context, id peer.ID) bool {
@@ -1361,10 +1362,10 @@ type coGuardianAnswer struct {
 // round.
 //
 // A named successor that does not answer leaves the question open
-// (successorUnsure), not moved on: under the race detector a slow
-// successor made a primary drop its copy of a step that successor had
-// refused, and the backup then followed the primary's "released"
-// (reliability-core "Left undone" 22). The caller asks again next round.
+// (successorUnsure), not moved on: otherwise a slow successor (under the
+// race detector, say) would make a primary drop its copy of a step that
+// successor had refused, and the backup would then follow the primary's
+// "released" (G17). The caller asks again next round.
 func (n *Node) askCoGuardians(ctx context.Context, key string, c *guard.Record) coGuardianAnswer {
 	peers := coGuardiansOf(c, n.selfID)
 	// Rerouting: a copy there answers the holder's releases of this
@@ -1519,8 +1520,8 @@ func (n *Node) workflowEndedReached(ctx context.Context, p *pack.Pack) (ended, r
 // was recorded, or the pattern decided without it (join.BranchEnded). A
 // join records a branch end before it releases the guardians of the
 // branch's last step; a holder killed in between, with the join's release
-// lost or late past guard.RecordingHold (G18), left that step to be run
-// again (reliability-core "Left undone" 24). No answer, or a pack outside
+// lost or late past guard.RecordingHold (G18), would leave that step to
+// be run again. No answer, or a pack outside
 // any pattern, says no.
 func (n *Node) branchEnded(ctx context.Context, p *pack.Pack) bool {
 	if len(p.Frames) == 0 {
@@ -1609,7 +1610,7 @@ func (n *Node) storeEvent(m api.GuardStore) (guard.Store, error) {
 	// The holder decoded and validated these bytes when it took them; a
 	// copy is read in full only if it is re-sent (reroute), so the
 	// structural check is enough here (a full decode was most of a
-	// backup's CPU per hop, docs/bench/notes.md).
+	// backup's CPU per hop, docs/benchmarks.md).
 	if err := pack.Check(m.Pack, n.limits); err != nil {
 		return guard.Store{}, fmt.Errorf("bad pack: %w", err)
 	}

@@ -27,7 +27,7 @@ const handedOnMemory = cancelMemory
 //
 // handedOnEntry is how a remembered attempt ended here, and the chain
 // it belonged to (pack.Lineage): the same step and attempt handed here by
-// another chain is not the one remembered (issue 12, "Left undone" 7).
+// another chain is not the one remembered.
 type handedOnEntry struct {
 	superseded bool
 	lineage    pack.Lineage

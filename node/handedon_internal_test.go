@@ -13,7 +13,7 @@ import (
 // restarted node reads it back, with entries of the form written before
 // lineages were kept read as the first chain; without the lineage a
 // restarted peer would answer another chain's hand-off of the same step
-// as the one it remembers (issue 12, "Left undone" 7).
+// as the one it remembers.
 func TestHandedOnMemoryKeepsLineageAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	lin := pack.Lineage{Marks: []pack.Mark{{Path: "1", Attempt: 1}, {Path: "3.0/2", Attempt: 2}},

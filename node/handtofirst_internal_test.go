@@ -21,8 +21,8 @@ import (
 // says the other took the step first) make handToFirst go back and forth
 // between them until UnsettledGiveUp passes; it must back off between
 // rounds and give up at the deadline. Real libp2p hosts answer the
-// hand-offs and count them. Before, a peer named a second time was asked
-// again at once and the deadline never checked: the sender spun on two
+// hand-offs and count them. A sender that asked a peer named a second
+// time again at once and never checked the deadline would spin on two
 // requests for as long as its context lived (here: thousands of
 // hand-offs in 10 s).
 func TestHandToFirstBacksOffWhenTwoPeersNameEachOther(t *testing.T) {

@@ -386,7 +386,7 @@ func (n *Node) forwardHeld(ctx context.Context, s *heldSlot) bool {
 // second release, H6) and keeps this peer's guard copy of what it handed
 // on (guardHandedOff), in one journal transaction: both follow the next
 // holder's ack, and one commit instead of two is a fsync'd write less a
-// hop (issue 14). A failed write falls back to the two writes one after
+// hop. A failed write falls back to the two writes one after
 // the other (each retried or logged as before).
 func (n *Node) forwardedAndGuarded(s *heldSlot, next *pack.Pack, h handedOff) {
 	forwarded := held.Forwarded{Released: h.released}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestHopStreams counts, on three real peers, the streams a sequence of
-// steps opens besides its hand-offs (issue 14): progress reports for the
+// steps opens besides its hand-offs: progress reports for the
 // origin are sent in batches, not one stream per step, and a holder beats
 // to the guardians of its next steps on the beat streams it already has,
 // not a new one per step. The origin (node 0) runs none of the steps, so
@@ -119,7 +119,7 @@ func startMesh(t testing.TB, prefix string, n int, setup func(i int, cfg *node.C
 
 // TestQuickStepJournaledWithItsHandOn counts, on three real peers, the
 // journal commits of a sequence of quick steps and of a sequence of steps
-// that run for longer than held.RerunCost (held H4, issue 14): the outcome
+// that run for longer than held.RerunCost (held H4): the outcome
 // of a step that took that long is journaled before it is handed on, one
 // commit more a step; a quick step's outcome goes into its hand-on's
 // write.

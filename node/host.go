@@ -151,10 +151,9 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 // transportOptions are the transports the host speaks: TCP, and QUIC when
 // the mesh is not private (a swarm key needs TCP). Not go-libp2p's default
 // set: bedwe does not use WebSocket, WebTransport or WebRTC, and each costs
-// every node listeners, goroutines and wake-ups at idle (docs/bench/notes.md,
-// "Fewer connections and transports at idle"). The circuit relay stays: a
-// host built with libp2p.DisableRelay took a 40-node testnet 62 s instead of
-// 8 s to see every peer (same notes).
+// every node listeners, goroutines and wake-ups at idle (docs/benchmarks.md).
+// The circuit relay stays: a host built with libp2p.DisableRelay takes a
+// 40-node testnet 62 s instead of 8 s to see every peer (same document).
 func (n *Node) transportOptions() []libp2p.Option {
 	opts := []libp2p.Option{libp2p.Transport(tcp.NewTCPTransport)}
 	if n.cfg.SwarmKeyFile == "" {
@@ -196,18 +195,15 @@ func (n *Node) peerReturned(id peer.ID) {
 // fewer than TargetPeers connections, so gossip does not hinge on one
 // bootstrap peer.
 //
-// Dials in flight count (thirteenth session): at start presence names
-// nearly every peer before the first dial finishes, and without the count
-// a node dialled most of them (~22 connections a node at 40 nodes, each
-// costing idle CPU). Reverted in the fourteenth session because a 40-node
-// mesh then took 61–71 s to see every peer; the cause was not the sparser
-// mesh but the start-up storm of announcements overflowing gossipsub's
-// 32-message queues (tens of thousands of drops; newcomers are now greeted
-// directly, presence.greet, and the queues are presenceQueue deep), and
-// with that fixed the count is back (fifteenth session,
-// docs/bench/notes.md). Since the twenty-second session a greeting goes
-// only over an open connection, so this and the bootstrap peers are what
-// a node dials before it has work to hand on.
+// Dials in flight count: at start presence names nearly every peer before
+// the first dial finishes, and without the count a node dials most of them
+// (~22 connections a node at 40 nodes, each costing idle CPU). The sparser
+// mesh this leaves is not what slows a start: a start-up storm of
+// announcements overflowing gossipsub's 32-message queues is, which is why
+// newcomers are greeted directly (presence.greet) and the queues are
+// presenceQueue deep (docs/benchmarks.md). A greeting goes only over an
+// open connection, so this and the bootstrap peers are what a node dials
+// before it has work to hand on.
 func (n *Node) maybeConnect(id peer.ID) {
 	if n.host.Network().Connectedness(id) == network.Connected {
 		return
@@ -317,7 +313,7 @@ func isUDP(addr string) bool {
 // hand-offs (each holds a pack in memory until it is journaled) and
 // request sessions (rpc.Mux: each carries many requests). Its
 // metrics (libp2p_rcmgr_*, a trace of every scope change: 3.5 % of a
-// node's CPU while it hands steps on, issue 14) are kept only when they
+// node's CPU while it hands steps on) are kept only when they
 // are served (--http).
 func resourceManager(metrics bool) (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
@@ -346,8 +342,8 @@ func resourceManager(metrics bool) (network.ResourceManager, error) {
 // (a burst of 16, then one every 5 s, loopback exempt) refused a client
 // after its 16th call: every `bedwe status`, `result` or `submit` opens a
 // connection of its own, and a user polling a result from a laptop (or a
-// testnet's host link) was refused for minutes ("failed to negotiate
-// security protocol", twenty-ninth session). The limit still bounds a
+// testnet's host link) would be refused for minutes ("failed to negotiate
+// security protocol"). The limit still bounds a
 // flood of handshakes from one address; membership (the swarm key and the
 // gate) decides who may stay.
 const (

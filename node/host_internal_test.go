@@ -20,8 +20,7 @@ import (
 // At start presence names many peers within a moment, before any dial
 // finishes. maybeConnect must count the dials it has in flight, or a node
 // dials every peer it hears of instead of TargetPeers (a 40-node testnet
-// kept ~28 connections a node instead of 8: docs/bench/notes.md, "Fewer
-// connections at idle").
+// keeps ~28 connections a node instead of 8: docs/benchmarks.md).
 func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 	newHost := func() host.Host {
 		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
@@ -116,9 +115,9 @@ func TestAnswersFreshChecksOfOnePeerShareOneCheck(t *testing.T) {
 
 // A check that asks whether a peer answers now is not answered by a
 // shared check that began earlier and found it silent: a join replica on
-// a flapping link that suspected its actor during a cut asked after the
-// heal, was given the answer of a check begun during the cut, and took a
-// live actor over (reliability-core "Left undone" 11). The peer here
+// a flapping link that suspected its actor during a cut and asked after
+// the heal would be given the answer of a check begun during the cut, and
+// take a live actor over (join J7). The peer here
 // drops every ping that reaches it while it is cut off (as a cut does)
 // and answers every one after.
 func TestAnswersFreshSinceAsksAgainAfterAStaleCheck(t *testing.T) {

@@ -457,8 +457,8 @@ func (n *Node) forwardJoin(ctx context.Context, c *joinCopy) {
 // connection, until it answers (callUntilAnswered): this copy learnt of
 // the takeover because a cut healed, and the new actor may be the one
 // peer that has not got the ends — without them it would wait for ever
-// (seen in isolate-join-holder: the one push failed on libp2p's dial
-// backoff left by the cut, and the workflow stalled).
+// (a single push can fail on libp2p's dial backoff left by the cut, and
+// the workflow would stall, as in isolate-join-holder).
 func (n *Node) pushResults(ctx context.Context, c *joinCopy) {
 	m := c.cur.Load()
 	rec := m.Record()

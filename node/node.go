@@ -13,7 +13,7 @@
 //
 //   - I1 — at most one live chain per workflow branch, whatever is killed
 //     and across partitions that heal within Config.UnsettledGiveUp
-//     (docs/reliability-core.md, "Partitions broke the fence"). A peer
+//     (docs/protocol.md, I1). A peer
 //     that does not answer a settle is not taken as released: an item none
 //     of whose peers answers (on fresh connections) refuses the hand-over
 //     as unsettled and the sender keeps the work (settleRounds); a
@@ -243,7 +243,7 @@ type Node struct {
 	host host.Host
 	// selfID is this peer's ID in string form, encoded once when the host
 	// starts: packs, records and guard answers name peers by it, and
-	// encoding it anew each time cost 1.7 % of a hop's CPU (issue 14).
+	// encoding it anew each time costs 1.7 % of a hop's CPU.
 	selfID   string
 	calls    *rpc.Mux // requests to and from peers (one session per peer)
 	ps       *pubsub.PubSub
@@ -272,7 +272,7 @@ type Node struct {
 	submitting int
 	draining   atomic.Bool
 	// resumed is set once resume has put every held record read back
-	// from the journal in the held table: before, a question about held
+	// from the journal in the held table: until then, a question about held
 	// work (api.HeldTook) is answered Pending, not "never took".
 	resumed     atomic.Bool
 	announceNow chan struct{}
@@ -593,11 +593,10 @@ func (n *Node) self() pack.Peer {
 
 // spawn runs fn as a tracked background task that stops with the node;
 // once the node is stopping it runs nothing (fn would see its context
-// done at once). Before, a task spawned while Run was waiting for the
-// others (a presence greeting at shutdown) added to the WaitGroup being
-// waited on: the race detector reported it, and the runtime panicked
-// ("WaitGroup is reused before previous Wait has returned") in 2 of 12
-// race runs of the node tests.
+// done at once). Otherwise a task spawned while Run was waiting for the
+// others (a presence greeting at shutdown) would add to the WaitGroup
+// being waited on: a race, and a runtime panic ("WaitGroup is reused
+// before previous Wait has returned").
 func (n *Node) spawn(fn func(ctx context.Context)) {
 	n.spawnMu.Lock()
 	defer n.spawnMu.Unlock()

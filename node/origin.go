@@ -544,8 +544,8 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	// The first replica is the first pack's primary guardian, the others
 	// its backups. All at once and within replicateTimeout too: one after
 	// the other, each within the stream timeout, a replica cut off after
-	// it stored the record held the client's answer past its deadline
-	// (reliability-core "Left undone" 15). A backup whose primary kept no
+	// it stored the record would hold the client's answer past its
+	// deadline. A backup whose primary kept no
 	// copy finds it knowing nothing and stands in (node/guard G3).
 	st := &held.Record{Pack: p, DispatchOnly: true, Key: journal.PackKey(id, submitStep, 0), GuardKey: journal.StepKey(id, submitStep)}
 	guarded, guardErrs := n.guardCallAll(n.ctx, stored, func(ref pack.Peer) api.GuardRequest {
@@ -562,7 +562,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 		case guardErrs[i] != nil:
 			// No answer: it may keep a copy all the same, so it stays
 			// named and the first receiver's release goes to it too
-			// (issue 12, finding F4; as recruitHolderBackup does).
+			// (as recruitHolderBackup does).
 			st.Guardians = append(st.Guardians, ref)
 			n.log.Warn("origin replica did not answer the first pack's guard copy; kept as its guardian", "peer", rpc.ShortIDString(ref.ID), "err", guardErrs[i])
 		default:

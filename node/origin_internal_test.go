@@ -150,7 +150,7 @@ func TestOriginCancelRefusedWhenNotDurable(t *testing.T) {
 
 // A completion whose last guardians none answers is neither recorded nor
 // acknowledged (no answer is not a release: they may be cut off and
-// re-routing, issue 12): the sender keeps it and sends it again. Once the
+// re-routing): the sender keeps it and sends it again. Once the
 // sender marks the items lenient (the guardians were killed), it is
 // recorded. When the node stops while it asks, nothing is recorded.
 func TestOriginCompletionUnsettled(t *testing.T) {

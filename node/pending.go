@@ -39,16 +39,15 @@ import (
 // holder may have written it before it began beating for the work (while
 // it was still taking the hand-over, or in the last frame of an earlier
 // run on the same stream), and the guardian read it after the successor's
-// release. Taken as "let go" (before the thirty-second session), it could
-// confirm a release the successor then refused, and once the holder died
-// nobody would hold the step (a window found reading Left undone 26 in
-// docs/reliability-core.md; not the cause of that failure).
+// release. Taken as "let go", it could confirm a release the successor
+// then refused, and once the holder died nobody would hold the step
+// (node/guard G21).
 
 // Beat frames. On api.ProtoBeatHeld a holder's beat frame says what it
 // holds and what it let go of for the guardian it beats to (heldFrame); on
-// api.ProtoBeatKeys, spoken by peers from the twenty-ninth to the
-// thirty-first session, it lists the keys held; on api.ProtoBeat, spoken
-// by peers from before G17, it is one byte. The first byte says which
+// api.ProtoBeatKeys, spoken by peers that predate heldFrame, it lists
+// the keys held; on api.ProtoBeat, spoken by peers from before G17, it
+// is one byte. The first byte says which
 // kind of frame it is.
 const (
 	// beatPlain is a beat that lists nothing (api.ProtoBeat).
@@ -140,8 +139,8 @@ func (n *Node) beatHeldFrame(id string, now time.Time) []byte {
 // target carries it, and so do the next frames to one that still is for
 // other work. A guardian that misses all of them asks the holder
 // (pendingUnlistedAsk). Longer costs every frame of a busy holder: with
-// 5 s, a 16-node 200-step sequence spent ~5 % more CPU building and
-// reading the frames (thirty-second session).
+// 5 s, a 16-node 200-step sequence spends ~5 % more CPU building and
+// reading the frames.
 func (n *Node) letGoKept() time.Duration { return 3 * n.cfg.Heartbeat.Interval }
 
 // letGoBook remembers the steps a holder handed on lately, with their

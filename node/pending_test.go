@@ -255,17 +255,16 @@ func TestPendingCopyGoesOnlyOnTheHoldersWord(t *testing.T) {
 }
 
 // TestAReroutesBackupCopyLeavesAPendingReleaseUnconfirmed is node/guard
-// G21 at a real guardian (reliability-core "Left undone" 26): it keeps a
+// G21 at a real guardian: it keeps a
 // copy of the holder's attempt 0 as pending, released by a successor that
 // (unknown to it) then refused the hand-over. The other guardian re-routes
 // the step, and the re-route's receiver recruits this guardian as its
 // backup (attempt 1, the re-router its primary) before its settle of the
 // re-route comes. That settle must be answered as the re-route's own
 // chain, not superseded: nothing confirmed the release. Answered
-// superseded (as before), the receiver refused the re-route, and with the
-// holder dead nobody held the step: the race-enabled
-// TestARestartedGuardianStillAsksAboutItsPendingCopy stayed running twice
-// so.
+// superseded, the receiver would refuse the re-route, and with the
+// holder dead nobody would hold the step (as in the race-enabled
+// TestARestartedGuardianStillAsksAboutItsPendingCopy).
 func TestAReroutesBackupCopyLeavesAPendingReleaseUnconfirmed(t *testing.T) {
 	lines := newLogLines()
 	nf := startGuardian(t, lines)

@@ -92,9 +92,9 @@ func (a announcement) sameState(b announcement) bool {
 // announcement. Every announcement reaches every peer, which checks its
 // signature (an Ed25519 verification, ~50 µs) and takes it in, and a busy
 // node's counts change at every step it starts or ends. Paced, a 40-node
-// sequence made 0.05 announcements a step instead of 0.11, and a 16-node
-// flood ran 4–37 % faster (issue 14; docs/bench/notes.md, twenty-fifth
-// session). Between announcements, a sender counts the steps it handed a
+// sequence makes 0.05 announcements a step instead of 0.11, and a 16-node
+// flood runs 4–37 % faster (docs/benchmarks.md). Between announcements,
+// a sender counts the steps it handed a
 // peer itself (noteTaken), and a peer that fills up or frees up announces
 // at once (capacityChanged).
 const loadAnnounceEvery = 5
@@ -157,7 +157,7 @@ type presence struct {
 
 // loadEvery bounds how often the CPU and memory figures are read from
 // /proc: peer choice asks for this node's own figures on every hand-off
-// (2 % of a node's CPU on a no-op sequence, issue 14).
+// (2 % of a node's CPU on a no-op sequence).
 const loadEvery = time.Second
 
 // earlyAnnouncements are the waits between a node's announcements right
@@ -396,11 +396,11 @@ func (p *presence) poke() {
 //
 // Why directly, and why only over an open connection: at the start of a
 // mesh every peer is a newcomer to every other. Announcing to all for each
-// one made every node announce ~30 times in its first minute and overflowed
-// gossipsub's queues (fifteenth session, docs/bench/notes.md). Greeting
-// every newcomer, by dialling it, made every node connect to every other
-// (twenty-first session: 39 peers and ~59 connections a node at 40 nodes,
-// whatever TargetPeers says). Now a node greets only the peers it is
+// one makes every node announce ~30 times in its first minute and
+// overflows gossipsub's queues (docs/benchmarks.md). Greeting every
+// newcomer by dialling it makes every node connect to every other (39
+// peers and ~59 connections a node at 40 nodes, whatever TargetPeers
+// says). So a node greets only the peers it is
 // connected to, and a newcomer learns the rest of the mesh from their
 // answers; its own announcement reaches the others by gossip.
 func (p *presence) greet(id peer.ID) {
@@ -569,10 +569,10 @@ func (p *presence) pullView() {
 // AnnounceInterval. Every source of a change calls presenceMayChange (the view,
 // steps starting and ending, the bulkhead, an adopted timetable, the
 // host's addresses); the loop checks at most once an AnnounceInterval
-// and announces only what differs from its last announcement. The
-// check it replaced cost an idle node a wake-up, its addresses encoded
-// and its view walked every second on a testnet: a fifth of a lone
-// node's idle CPU (twenty-fourth session, docs/bench/notes.md).
+// and announces only what differs from its last announcement. A check
+// every second would cost an idle node a wake-up, its addresses encoded
+// and its view walked each time: a fifth of a lone node's idle CPU on a
+// testnet (docs/benchmarks.md).
 func (p *presence) announceLoop(ctx context.Context) {
 	early := slices.Clone(p.early)
 	// The early announcements from 1.7 s on (the fourth), and every
@@ -996,8 +996,8 @@ func (p *presence) untilExpiry() time.Duration {
 // view from the answer), and a view
 // peer whose last connection closed is dialled once and, if that fails (a
 // killed process: its connections are reset and nothing answers), kept
-// only for PresenceTTL after its last announcement, as before presence
-// refreshed slowly, instead of for its announced refreshes.
+// only for PresenceTTL after its last announcement, not for its announced
+// refreshes.
 func (p *presence) watchConns(ctx context.Context) {
 	p.n.host.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {

@@ -281,7 +281,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // The announce loop does not poll: an idle node checks for a change only
 // when told one may have happened (presenceMayChange), and announces only
-// what changed. It used to check every AnnounceInterval, a wake-up a
+// what changed. A check every AnnounceInterval would be a wake-up a
 // second per node on a testnet (a fifth of a lone node's idle CPU).
 func TestAnnounceLoopWakesForChangesOnly(t *testing.T) {
 	const interval = 10 * time.Millisecond
@@ -380,9 +380,9 @@ func TestPresenceFileDropsAnExpiredPeer(t *testing.T) {
 // A change of the step counts alone (a step started or ended, a slot
 // taken) is announced no sooner than loadAnnounceEvery AnnounceIntervals
 // after the last announcement; a change of state (here: draining) within
-// an AnnounceInterval, whatever counts are pending. Before, a busy node
-// announced every step start and end at the AnnounceInterval pace, and
-// every peer verified each announcement's signature.
+// an AnnounceInterval, whatever counts are pending. Unpaced, a busy node
+// would announce every step start and end at the AnnounceInterval pace,
+// and every peer would verify each announcement's signature.
 func TestAnnounceLoopPacesStepCounts(t *testing.T) {
 	const interval = 400 * time.Millisecond
 	n := announcingNode(t, interval)

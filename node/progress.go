@@ -13,7 +13,7 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// Progress reports (issue 14): every step attempt that ends is reported
+// Progress reports: every step attempt that ends is reported
 // to its workflow's origin, for `bedwe status` and the progress of
 // `bedwe submit --wait`. One stream per step to the origin was most of a
 // stream a hop (0.8 per step on an 8-node testnet); so a node gathers the
@@ -32,7 +32,7 @@ const (
 
 // progressOutbox gathers progress reports per origin list (the workflow's
 // primary origin, then its replicas: the report goes to the first that
-// takes it, as before batching).
+// takes it).
 type progressOutbox struct {
 	mu      sync.Mutex
 	pending map[string]*progressBatch

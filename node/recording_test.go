@@ -22,10 +22,9 @@ import (
 // the workflow), so no release comes; the step's holder then goes silent.
 // The guardian must not re-route the step while the record may still come
 // (the hold), and must say so to a backup that asks it. The
-// late release then ends the copy, and nothing was ever re-routed. Before
-// G18 the guardian claimed the re-route at once: a chain whose end an
-// origin or a join was recording ran its step again (reliability-core
-// "Left undone" 23).
+// late release then ends the copy, and nothing was ever re-routed. A
+// guardian that claimed the re-route at once would break G18: a chain
+// whose end an origin or a join was recording would run its step again.
 func TestAGuardianWaitsForTheRecordItsProbeAnswered(t *testing.T) {
 	lines := newLogLines()
 	nf := startGuardian(t, lines)
@@ -76,9 +75,9 @@ func TestAGuardianWaitsForTheRecordItsProbeAnswered(t *testing.T) {
 // primary again, which now answers that it guards the same holder's
 // attempt with a live copy: the backup steps back and watches the holder
 // again instead of re-routing. Twice in a row, and nothing is re-routed:
-// before G19 it re-routed beside the primary, and after a one-way cut
-// healed both guardians did so (an at-most-once step ran twice, the
-// twenty-eighth session's race loop of the one-way-cut test).
+// without G19 it would re-route beside the primary, and after a one-way
+// cut healed both guardians would do so (an at-most-once step run twice,
+// as in the one-way-cut test).
 func TestAStoodInBackupStepsBackForItsPrimary(t *testing.T) {
 	nf, lines := backupTestNode(t)
 	primary := p2ptest.Host(t)

@@ -21,8 +21,9 @@ import (
 // receiver of a hand-off names in its ack the guardians of the step before
 // that its settle released (api.Ack.Released), and a holder whose
 // successor named every guardian does not release them a second time
-// (before, every hop sent each guardian two releases: the successor's and
-// the holder's own, two streams and a journal lookup each for nothing).
+// (otherwise every hop would send each guardian two releases: the
+// successor's and the holder's own, two streams and a journal lookup each
+// for nothing).
 //
 // A raw libp2p host h is the sender and the only guardian of the node's
 // step S1 (and the origin); it records every release it gets. The node

@@ -16,7 +16,7 @@ import (
 	"github.com/bedwe/bedwe/pack"
 )
 
-// TestMeasureRetention measures what docs/deploy.md quotes: journal size
+// TestMeasureRetention measures what docs/operations.md quotes: journal size
 // and restart time with a week of finished workflows, without and with the
 // retention. It runs only with BEDWE_MEASURE_RETENTION=N (N finished
 // workflow records, e.g. 50000) and prints the figures.

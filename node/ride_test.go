@@ -12,7 +12,7 @@ import (
 )
 
 // TestStoreAndReleaseInOneCommit is api.GuardStoreRelease at a real
-// guardian (issue 14): the copy it is sent and the release of the step
+// guardian: the copy it is sent and the release of the step
 // before are written in one journal commit; the copy is kept whatever the
 // release is answered (as a store sent on its own before the release
 // would have been), and a released step leaves its tombstone.

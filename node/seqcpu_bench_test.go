@@ -13,7 +13,7 @@ import (
 	"github.com/bedwe/bedwe/node/api"
 )
 
-// BenchmarkSequenceCPU is issue 14's CPU per step measured on real peers
+// BenchmarkSequenceCPU is the CPU per step measured on real peers
 // that share one process: n nodes on loopback in zones of their own, each
 // offering the no-op steps, run sequences of 200 echo steps that read no
 // earlier output (reads=(), so the packs stay small), one after another.

@@ -42,7 +42,7 @@ var errSuperseded = errors.New("a guardian re-routed an earlier step of this cha
 // errUnsettled says that no peer named by some settle item answered, even
 // on fresh connections: a peer that does not answer may be cut off rather
 // than dead, and a guardian cut off from its holder re-routes, so no
-// answer is not a release (issue 12, findings F1–F3). The receiver refuses
+// answer is not a release (I1). The receiver refuses
 // the hand-over with api.CodeUnsettled and the sender keeps the work and
 // tries again.
 var errUnsettled = errors.New("no peer of a settle item answered")
@@ -72,11 +72,11 @@ const settleBudget = 5 * time.Second
 // guardians of the step before are stalled refuses the hand-over as
 // unsettled while its sender still waits for the answer (its call ends
 // after Config.StreamTimeout, 10 s by default; the withdrawals a refusal
-// sends first take up to settleCallTimeout more). Each settle alone had its
-// own settleBudget, and a ride's two rounds plus the settle after it took
-// the receiver past its sender's call: the sender saw no answer instead of
-// a refusal, and failed the workflow once no peer offering the step
-// answered (docs/reliability-core.md, Left undone 21).
+// sends first take up to settleCallTimeout more). With only a
+// settleBudget for each settle alone, a ride's two rounds plus the settle
+// after it would take the receiver past its sender's call: the sender
+// would see no answer instead of a refusal, and fail the workflow once no
+// peer offering the step answered.
 const acceptSettleBudget = 6 * time.Second
 
 // minSettleCall is the shortest a settle call is given when the settle's
@@ -293,8 +293,8 @@ func (t *tookSet) add(item int, to pack.Peer) {
 // successor meanwhile to record first instead, all at once and within
 // settleCallTimeout, before it answers the sender. Otherwise those peers
 // would name this receiver to the sender's next try at first, and first
-// would be refused naming this one, which holds nothing (issue 12, F4:
-// two receivers naming each other for ever).
+// would be refused naming this one, which holds nothing (two receivers
+// naming each other for ever).
 func (n *Node) yield(items []pack.Settle, attempt int, self, first string, took *tookSet) {
 	if took == nil {
 		return
@@ -362,7 +362,7 @@ func (n *Node) probeSettle(ctx context.Context, items []pack.Settle) error {
 // record this peer as the successor even when the hand-over is then
 // refused as unsettled — two receivers refused that way, each recorded
 // by its own copy, would then name each other as the first, for ever
-// (join J8; issue 12, finding F4).
+// (join J8).
 //
 // settled, when set, marks items a peer not listed settled already (the
 // backup whose copy rode the release, settleRiding): their peers are

@@ -179,13 +179,14 @@ func recordingNodeWith(t *testing.T, services string, edit func(*node.Config)) (
 }
 
 // TestUnansweredSettleRefusesHandover is "no answer is not a release"
-// (issue 12, findings F1–F3) at a real node: a hand-off whose only
+// (I1) at a real node: a hand-off whose only
 // guardian to release does not answer (a real libp2p host, closed: cut
 // off or killed, the receiver cannot tell) is refused with the unsettled
 // code and nothing runs; the same hand-off with the item marked lenient
 // (the sender gave up waiting: the guardian was killed) is taken, and the
-// step runs once — counted in the services' invocation record. Before,
-// the receiver took the silent guardian as gone and acknowledged at once.
+// step runs once — counted in the services' invocation record. A
+// receiver that took the silent guardian as gone would acknowledge at
+// once.
 func TestUnansweredSettleRefusesHandover(t *testing.T) {
 	nf, recFile, evFile := recordingNode(t, "")
 	h, id := rawHost(t, nf)
@@ -272,9 +273,8 @@ func TestSecondSuccessorRefused(t *testing.T) {
 // replica C, naming the actor. C recorded A as the receiver, so it answers
 // B superseded naming A; B refuses the pack with the taken code naming A
 // (the actor then hands the pack to A again), and the step after the join
-// runs once — counted in the invocation record. Before J8, C answered B
-// "forwarded already" and the step after SYNC ran on both (issue 12,
-// finding F4).
+// runs once — counted in the invocation record. Without J8, C would answer
+// B "forwarded already" and the step after SYNC would run on both.
 func TestSecondContinuationReceiverRefused(t *testing.T) {
 	dir := t.TempDir()
 	recFile := filepath.Join(dir, "invocations.jsonl")
@@ -372,9 +372,9 @@ func joinReplicaAt(t *testing.T, nf api.NodeFile, id string) (actor, replica pac
 // copies itself gets its continuation, and the join's other copy does not
 // answer (cut off or killed: it cannot tell). Its own copy's answer does
 // not settle the item — the silent copy may have recorded another
-// receiver — so it refuses as unsettled and nothing runs. Before, its own
-// answer counted, and a flapping link ran the step after SYNC on two
-// peers (issue 12, finding F4).
+// receiver — so it refuses as unsettled and nothing runs. Were its own
+// answer to count, a flapping link could run the step after SYNC on two
+// peers.
 func TestOwnAnswerDoesNotSettle(t *testing.T) {
 	nf, recFile, _ := recordingNode(t, "")
 	actor, self := joinReplicaAt(t, nf, "j-own")
@@ -399,8 +399,8 @@ func TestOwnAnswerDoesNotSettle(t *testing.T) {
 // releases G1 (its answer comes first) and is refused by G2 naming X; A
 // refuses the pack and gives way at G1, which then names X too — so X,
 // handed the pack again by the sender, is not refused naming A (which
-// holds nothing). Before the yield the two named each other for ever
-// (issue 12, finding F4: a workflow stuck in "taken" refusals).
+// holds nothing). Without the yield the two would name each other for
+// ever (a workflow stuck in "taken" refusals).
 func TestRefusedReceiverGivesWay(t *testing.T) {
 	g1f, g2f := startNode(t, echoServices), startNode(t, echoServices)
 	af, recFile, _ := recordingNode(t, "")
@@ -518,14 +518,14 @@ func waitEvents(t *testing.T, evFile, typ, step string, n int) {
 // TestChainsOfOneStepToldApart: two chains of a workflow reach the same
 // step at the same attempt — a guardian re-routed the step before it
 // (attempt 1) while its holder, cut off, ran attempt 0 and handed on. The
-// peer they both reach tells them apart by their lineage (pack.Lineage,
-// issue 12 "Left undone" 7): the newer chain, handed while the older one
-// is held, is refused busy (sent elsewhere), not answered as the older
-// one ends — a "superseded" there made the newer chain drop its work and
-// lost the workflow; once the older one ended, the newer one is taken
-// and runs; and the older chain, handed where the newer one ran, is
-// refused as superseded — before, it was answered "taken" and the old
-// chain went on past its next hop (I1). Executions are counted from the
+// peer they both reach tells them apart by their lineage (pack.Lineage):
+// the newer chain, handed while the older one is held, is refused busy
+// (sent elsewhere), not answered as the older one ends — a "superseded"
+// there would make the newer chain drop its work and lose the workflow;
+// once the older one ended, the newer one is taken and runs; and the
+// older chain, handed where the newer one ran, is refused as superseded —
+// answered "taken", the old chain would go on past its next hop (I1).
+// Executions are counted from the
 // services' record.
 func TestChainsOfOneStepToldApart(t *testing.T) {
 	nf, recFile, evFile := recordingNode(t, "  S1: {kind: sleep, duration: 1500ms}\n")
@@ -576,9 +576,9 @@ func TestChainsOfOneStepToldApart(t *testing.T) {
 // replica that follows a new actor (a copy took the join over at epoch 1)
 // gets a branch end from the old actor — cut off, it had not heard, took
 // the end and replicated it — and relays it to the new actor, a real
-// libp2p host that records what reaches it. Before, the end stayed at
-// copies that do not act and the new actor waited for ever (the
-// workflow was lost in isolate-join-holder).
+// libp2p host that records what reaches it. Otherwise the end would stay
+// at copies that do not act and the new actor would wait for ever (the
+// workflow lost, as in isolate-join-holder).
 func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
 	joinReplicaAt(t, nf, "j-relay")
@@ -625,11 +625,11 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 // TestJoinCopyThatMissedABranchStartIsToldLater is join J6 at a real
 // node: a branch's first holder registers with every copy of the join
 // before it acknowledges, and the item counts as settled once one copy
-// answered — so a copy whose call failed (a stream reset here) did not
-// learn who holds the branch, and taking the join over later it started
-// the branch a second time (seen in isolate-join-holder: a branch step
-// run twice). The holder now tells such a copy once it has taken the
-// work (completeSettle). The copies are real libp2p hosts; the one that
+// answered — so a copy whose call failed (a stream reset here) does not
+// learn who holds the branch, and taking the join over later it would
+// start the branch a second time (a branch step run twice, as in
+// isolate-join-holder). So the holder tells such a copy once it has taken
+// the work (completeSettle). The copies are real libp2p hosts; the one that
 // failed the first call records what reaches it afterwards.
 func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
@@ -660,10 +660,10 @@ func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 // taken by X. A withdraws B's copy: B drops it and records nothing as
 // moved on, so that B, recruited afterwards as a backup of the step where
 // it really is (at X), keeps that copy and does not answer "released".
-// Before, A released B as if the step had moved on: B's tombstone made it
-// ignore X's copy, and the sender's guard, asking B before it re-routed
-// the step from the killed X, dropped the step as moved on (a
-// zone-plus-one run lost a workflow in CI).
+// Were A to release B as if the step had moved on, B's tombstone would
+// make it ignore X's copy, and the sender's guard, asking B before it
+// re-routed the step from the killed X, would drop the step as moved on
+// (a workflow lost, as in zone-plus-one).
 func TestRefusedHandoverWithdrawsItsBackup(t *testing.T) {
 	dir := t.TempDir()
 	recFile := filepath.Join(dir, "invocations.jsonl")
@@ -764,9 +764,9 @@ func waitLogLine(t *testing.T, path string, parts ...string) {
 // branch's holder — the actor took it and replicated it, and its ack was
 // lost to a cut — so it takes the join over, and being decided it moves
 // the continuation on: the step after the join runs, once, counted in
-// the services' record. Before, it took over and forwarded nothing, the
-// old actor's continuation was refused as superseded (J7), and the
-// workflow was lost (a flapping-link loop, fourteenth session).
+// the services' record. Were it to take over and forward nothing, the
+// old actor's continuation would be refused as superseded (J7), and the
+// workflow would be lost (flapping-link).
 func TestReplicaTakingOverADecidedJoinForwards(t *testing.T) {
 	nf, recFile, _ := recordingNode(t, "")
 	hp, c := rawHost(t, nf)
@@ -838,11 +838,11 @@ func waitRuns(t *testing.T, recFile, svc string, n int) {
 // hand-over as unsettled and S1 never runs (counted in the services'
 // record); once the re-route's notice reaches B (G7), R's next try is
 // refused as superseded. Without the question R takes the hand-over on
-// B's word, as before. Before G13, B answered the release between the
+// B's word. Without G13, B would answer the release between the
 // primary's question and its notice: a flapping holder's next hop that
-// reached only B started a second chain 1 ms after the primary claimed
-// the re-route, and an at-most-once step ran twice (reliability-core
-// "Left undone" 8; a fresh-clone CI run of flapping-link).
+// reached only B would start a second chain 1 ms after the primary
+// claimed the re-route, and an at-most-once step would run twice
+// (flapping-link).
 func TestReleaseWaitsWhileACoGuardianDecidesReroute(t *testing.T) {
 	for _, asked := range []bool{true, false} {
 		t.Run(fmt.Sprintf("asked=%v", asked), func(t *testing.T) {
@@ -913,10 +913,10 @@ func TestReleaseWaitsWhileACoGuardianDecidesReroute(t *testing.T) {
 // the first hand-off is refused naming that peer. The second hand-off,
 // waiting meanwhile, is then taken afresh: it settles again, the guardian
 // (which recorded this receiver since, as join copies do once a swap is
-// resolved) answers it, and S1 runs once. Before, the second hand-off was
-// answered "superseded" from the first's refusal, and a sender told to
-// hand the step to the peer that took it first stopped its chain there: a
-// FORK branch started while a link flapped was lost that way (two
+// resolved) answers it, and S1 runs once. Were the second hand-off
+// answered "superseded" from the first's refusal, a sender told to hand
+// the step to the peer that took it first would stop its chain there: a
+// FORK branch started while a link flapped would be lost that way (two
 // receivers each refused naming the other, neither holding the branch).
 func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 	nf, recFile, evFile := recordingNodeWith(t, "", func(cfg *node.Config) { cfg.HTTP = "127.0.0.1:0" })
@@ -989,10 +989,10 @@ func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 // node. The first is taken; the second, from another re-router, is
 // refused as superseded, so its re-router drops its chain; the first
 // re-router's resend (its ack lost) is answered as taken. S1 runs once.
-// Before, the second was answered as the first ("accepted"), and its
-// re-router went on as if its chain lived here: a stood-in backup that
-// had given way to its primary's re-route then guarded it too (a
-// netns run of the thirty-first session, TestNetnsGuardiansCutFromEachOtherBothClaim).
+// Were the second answered as the first ("accepted"), its re-router
+// would go on as if its chain lived here: a stood-in backup that had
+// given way to its primary's re-route would then guard it too
+// (TestNetnsGuardiansCutFromEachOtherBothClaim).
 // S1 sleeps, so that the attempt is still held here when the later
 // hand-offs come (an attempt that ended here is answered as it ended,
 // handedon.go; with an echo S1, a busy machine sometimes ended it first).

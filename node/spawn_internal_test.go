@@ -10,10 +10,9 @@ import (
 // TestSpawnStartsNothingOnceStopping spawns tasks from several goroutines
 // while the node stops, as presence greetings do at shutdown: nothing
 // spawned after stopTasks began may run, and (under the race detector)
-// no Add may race the WaitGroup's Wait. Before, a task spawned then was
-// started and added to the WaitGroup being waited on; the runtime
-// panicked ("WaitGroup is reused before previous Wait has returned") in
-// race runs of the node tests.
+// no Add may race the WaitGroup's Wait. A task spawned then and started
+// would add to the WaitGroup being waited on, and the runtime would panic
+// ("WaitGroup is reused before previous Wait has returned").
 func TestSpawnStartsNothingOnceStopping(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -16,7 +16,7 @@ import (
 // least cfg.StashMin; otherwise p itself. A copy that does not store them
 // (down, cut off, ended) leaves them in the pack: the next holder tries
 // again. So a long chain hands on a pack that stops growing with its trace
-// and, when its steps declare what they read, with its outputs (issue 14),
+// and, when its steps declare what they read, with its outputs,
 // at the price of one round trip and one write at each origin copy every
 // StashMin bytes.
 func (n *Node) stashUnread(ctx context.Context, p *pack.Pack) *pack.Pack {

@@ -40,7 +40,7 @@ func stashOf(i int) origin.Stashed {
 }
 
 // BenchmarkStashWrites is what the stashes of one workflow write to its
-// origin copy's journal (reliability-core Left undone 16): a workflow
+// origin copy's journal: a workflow
 // whose steps each stash a 2 KB output and a one-entry trace run (origin
 // O6), stepped on a real journal. wchar-bytes/stash is what the process
 // wrote per stash (/proc/self/io, Linux: pages, freelist and meta, all

@@ -42,8 +42,8 @@ func loadRecords(t *testing.T, n *Node) map[string]*origin.Record {
 
 // TestStashWritesOnlyWhatItAdds: a stash (origin O6) writes its own
 // entries and leaves the workflow's record as it was, so what a workflow's
-// stashes write grows with what they add, not with the square of it (Left
-// undone 16: the record, stash inside, was rewritten at every stash). A
+// stashes write grows with what they add, not with the square of it
+// (rewriting the record, stash inside, at every stash would not). A
 // restart puts the entries back, and the completion drops them.
 func TestStashWritesOnlyWhatItAdds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")

@@ -20,10 +20,9 @@ import (
 // the two). The client still gets its answer on the client stream, with
 // the workflow recorded: the guard copies are asked all at once within
 // replicateTimeout. Asked one after the other within the stream timeout,
-// as before, the silent replica held the submission past the client
-// stream's deadline and the client got a reset stream (reliability-core
-// "Left undone" 15, a race pass in CI). The silent replica stays named as
-// a guardian of the first pack (it may keep a copy: issue 12, F4).
+// the silent replica would hold the submission past the client stream's
+// deadline and the client would get a reset stream. The silent replica
+// stays named as a guardian of the first pack (it may keep a copy).
 func TestSubmitOutlivesAReplicaThatStopsAnswering(t *testing.T) {
 	n, stop, _ := runInternalNode(t, t.TempDir(), "")
 	defer stop()

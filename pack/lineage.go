@@ -28,7 +28,7 @@ type Mark struct {
 //     naming the join); the higher token (epoch, then peer ID, as join J7
 //     orders actors) is the newer one.
 //
-// The other chain is superseded (issue 12, reliability-core "Left undone" 7).
+// The other chain is superseded.
 type Lineage struct {
 	Marks []Mark
 	// Actor is the join actor that dispatched the pack (nil when no join

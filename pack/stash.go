@@ -14,8 +14,8 @@ import (
 // copies keep Value under (Label, Digest) until the workflow ends, and the
 // origin puts it back into the result (Unstash).
 //
-// Why it is safe (issue 14, docs/bench/notes.md "Outputs nobody ahead can
-// name"): an output leaves a pack only after every origin copy journaled
+// Why it is safe (docs/benchmarks.md, "Outputs nobody ahead can name"):
+// an output leaves a pack only after every origin copy journaled
 // it, so it is as durable as the workflow record; the attempt that produced
 // it is marked with its digest in the trace, and the trace travels with the
 // chain through hand-offs, joins, re-routes and restarts, so the result is

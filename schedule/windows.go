@@ -12,11 +12,12 @@ import (
 // that is neither listed nor before known_until is Unknown, not powered; use
 // StateAt or PoweredUntil to tell. An unknown zone has no windows.
 //
-// The rule for stage changes (SCHEDULES.md edge case 4): a timetable window
-// is switched at the first instant inside it at which the stage in force
-// includes it, and from then on it runs to its scheduled end, even if the
-// stage drops or the announced stage ends meanwhile. A stage change never
-// cuts an outage short; a stage rise mid-window darkens from the rise.
+// The rule for stage changes (docs/schedule-format.md, "Stages and the
+// stage rule"): a timetable window is switched at the first instant inside
+// it at which the stage in force includes it, and from then on it runs to
+// its scheduled end, even if the stage drops or the announced stage ends
+// meanwhile. A stage change never cuts an outage short; a stage rise
+// mid-window darkens from the rise.
 func (s *Schedule) Windows(zone string, from, to time.Time) []Window {
 	c := s.index()
 	if c.err != nil {

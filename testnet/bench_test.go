@@ -15,7 +15,7 @@ import (
 	"github.com/bedwe/bedwe/testnet"
 )
 
-// benchNodes is the testnet size of the paper's experiments (seed 002 §5).
+// benchNodes is the testnet size of the BEDWE paper's experiments (its §5).
 func benchNodes() int {
 	if v, err := strconv.Atoi(os.Getenv("BEDWE_BENCH_NODES")); err == nil && v > 0 {
 		return v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"os"
 	"slices"
 	"testing"
@@ -26,6 +27,7 @@ var (
 // no at-most-once step ran twice, nothing was counted twice, and every
 // result equals the fault-free one.
 func TestChaos(t *testing.T) {
+	tier.Faults(t)
 	for _, scenario := range testnet.Scenarios {
 		t.Run(scenario, func(t *testing.T) {
 			m := up(t, testnet.Options{Nodes: 6, Zones: 3})
@@ -70,6 +72,7 @@ func TestChaos(t *testing.T) {
 // equal the fault-free one (which holds every output): the outputs that
 // left the packs came back.
 func TestChaosStashed(t *testing.T) {
+	tier.Faults(t)
 	dropped := 0
 	for _, scenario := range []string{"origin", "consecutive", "zone"} {
 		t.Run(scenario, func(t *testing.T) {
@@ -100,6 +103,7 @@ func TestChaosStashed(t *testing.T) {
 // /bedwe/guard/store-release/1.0.0, counted at the nodes not killed: in
 // blackout every count restarted with its node).
 func TestChaosLocalChains(t *testing.T) {
+	tier.Faults(t)
 	for _, scenario := range []string{"executor", "sender-after-ack", "origin", "blackout"} {
 		t.Run(scenario, func(t *testing.T) {
 			offers := func(i int) bool { return i == 1 || i == 4 }
@@ -207,6 +211,7 @@ type trialReport struct {
 // With -chaos.stash every trial runs the chaos workflow with reads=() on
 // nodes that stash from the first byte (as TestChaosStashed).
 func TestChaosTrials(t *testing.T) {
+	tier.Faults(t)
 	if *chaosTrials <= 0 {
 		t.Skip("randomized chaos trials take minutes: run with -chaos.trials N [-chaos.scenario NAME] [-chaos.report FILE]")
 	}

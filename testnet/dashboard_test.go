@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/bedwe/bedwe/internal/tier"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,6 +51,7 @@ zones:
 // It needs /usr/bin/chromium (Debian package chromium): without it the
 // test is skipped, unless CI=true, where .ci/run installs it.
 func TestDashboardInBrowser(t *testing.T) {
+	tier.Faults(t)
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but %s is missing: .ci/run installs the Debian package chromium", chromiumPath)

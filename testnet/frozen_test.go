@@ -2,6 +2,7 @@ package testnet_test
 
 import (
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"slices"
 	"syscall"
 	"testing"
@@ -18,14 +19,15 @@ import (
 // them. It must refuse the hand-over as unsettled while its sender still
 // waits for the answer (node.acceptSettleBudget), so the sender keeps the
 // work and tries again; once the guardians are resumed the workflow
-// succeeds with every step run once. Before, the receiver spent two rounds
-// on the release its backup's copy rode and then a whole second settle,
-// past the sender's 10 s call: the sender heard nothing and, with o
-// offered by two nodes, failed the workflow ("no live peer offers it";
-// docs/reliability-core.md, Left undone 21). o is offered only by nodes 4
+// succeeds with every step run once. A receiver that spent two rounds on
+// the release its backup's copy rode and then a whole second settle would
+// answer past the sender's 10 s call: the sender would hear nothing and,
+// with o offered by two nodes, fail the workflow ("no live peer offers
+// it"). o is offered only by nodes 4
 // and 5, the other steps only by nodes 0 to 3, so o's receiver is never
 // sleepC's holder.
 func TestAReceiverAnswersWhileTheGuardiansBeforeItAreFrozen(t *testing.T) {
+	tier.Faults(t)
 	m := up(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: oApart})
 	st := submitAt0(t, m, "a sleepC o[once=true] b", "--input", `{"sleep_ms": 4000}`)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"maps"
 	"os"
 	"path/filepath"
@@ -51,16 +52,16 @@ func TestQuickStepRunAgainAfterAKillInItsWindow(t *testing.T) {
 }
 
 // TestRefusedHandOverLeavesTheSenderItsWork is node/held H7 with real
-// `bedwe node` processes (reliability-core "Left undone" 18): the receiver
+// `bedwe node` processes: the receiver
 // of b's hand-over settles it — the guardians of o, the step before,
 // record their release as taken by that receiver — and then refuses it as
 // unsettled (node.FailpointRefuseSettled: as when one guardian's answer
 // arrives too late), and the sender, o's holder, is SIGKILLed right after
 // that refusal (node.FailpointKillAfterUnsettled) and restarted. Nobody
 // holds b. The restarted holder hears from o's guardians that a successor
-// released them; before H7 it dropped o on that word alone and the
-// workflow was lost with nothing run. Now it asks that successor, which
-// never took b, goes on, and the workflow succeeds with every step run
+// released them; dropping o on that word alone would lose the workflow
+// with nothing run (H7). It asks that successor, which never took b, goes
+// on, and the workflow succeeds with every step run
 // exactly once — o is at-most-once, its outcome journaled before its
 // hand-off (H4), so it is not run again. Counted from the services'
 // invocation records, not from the result.
@@ -78,7 +79,7 @@ func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
 }
 
 // TestSenderKilledForGoodAfterARefusedHandOverIsRerouted is node/guard
-// G17 on real processes (reliability-core "Left undone" 19): the receiver
+// G17 on real processes: the receiver
 // of o (at-most-once) settles its hand-over, so the guardians of c record
 // its release, and refuses it as unsettled all the same
 // (node.FailpointRefuseSettled); c's holder, the sender, is SIGKILLed at
@@ -87,9 +88,11 @@ func TestRefusedHandOverLeavesTheSenderItsWork(t *testing.T) {
 // holder is silent, hear that it never took o, and re-route c: the
 // workflow succeeds, c runs again (its holder died before handing it on),
 // and a, o and b run once — the refused receiver never ran o, and one
-// chain went on, not two. Before G17 the guardians had dropped their copies with the
-// release, and the workflow stayed running with nobody holding it.
+// chain went on, not two. Guardians that dropped their copies with the
+// release (no G17) would leave the workflow running with nobody holding
+// it.
 func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
+	tier.Faults(t)
 	m, st, victim, receiver := refusedThenSenderKilled(t, 4, "a c o[once=true] b", "o")
 	if err := m.Kill(victim, syscall.SIGKILL); err != nil { // waits until it is gone; never restarted
 		t.Fatal(err)
@@ -109,7 +112,7 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 }
 
 // TestARestartedGuardianStillAsksAboutItsPendingCopy is node/guard G17
-// across a restart (reliability-core "Left undone" 20): the receiver of o
+// across a restart: the receiver of o
 // (at-most-once) settles its hand-over, so the guardians of c record its
 // release and keep their copies pending, and refuses it as unsettled all
 // the same (node.FailpointRefuseSettled); c's holder, the sender, stalls
@@ -118,10 +121,11 @@ func TestSenderKilledForGoodAfterARefusedHandOverIsRerouted(t *testing.T) {
 // then the sender is SIGKILLed for good. The restarted guardians read
 // their pending copies back from the journal, find the holder silent, ask
 // the receiver, hear that it never took o, and re-route c: the workflow
-// succeeds, c runs twice and a, o and b once. Before, the pending copy
-// lived in memory only: the restarted guardians kept only the tombstone,
-// and the workflow stayed running with nobody holding it.
+// succeeds, c runs twice and a, o and b once. A pending copy kept in
+// memory only would leave the restarted guardians just the tombstone, and
+// the workflow running with nobody holding it.
 func TestARestartedGuardianStillAsksAboutItsPendingCopy(t *testing.T) {
+	tier.Faults(t)
 	dir := t.TempDir()
 	refused, stalled := filepath.Join(dir, "refused"), filepath.Join(dir, "stalled")
 	t.Setenv(node.FailpointRefuseSettled, "o:"+refused)
@@ -166,6 +170,7 @@ func TestARestartedGuardianStillAsksAboutItsPendingCopy(t *testing.T) {
 // again: each step runs once. A successor that answered "never took" for
 // work it holds makes qk run twice here (tried).
 func TestHolderKilledAfterItsHandOffWasTakenDropsIt(t *testing.T) {
+	tier.Faults(t)
 	killed := filepath.Join(t.TempDir(), "killed")
 	t.Setenv(node.FailpointKillAfterTaken, "sleepB:"+killed)
 	m := up(t, testnet.Options{Nodes: 3, Zones: 3})

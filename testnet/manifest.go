@@ -99,6 +99,10 @@ type Node struct {
 	DataDir string   `json:"data_dir"`
 	Listen  string   `json:"listen"`
 	Log     string   `json:"log"`
+	// Command, when set, starts this node in place of the manifest's
+	// Binary (its first word is the program, the rest come before the
+	// node's arguments).
+	Command []string `json:"command,omitempty"`
 	// Services overrides the testnet's services file for this node.
 	Services string `json:"services,omitempty"`
 	// PublicKey is the node's Ed25519 public key (base64, from node.json).

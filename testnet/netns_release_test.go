@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"context"
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"os"
 	"slices"
 	"strings"
@@ -21,8 +22,8 @@ import (
 // G17): the copy is live again and will be re-routed.
 const guardRestoredLine = "never took the work and its holder is silent"
 
-// TestNetnsAReleaseWhoseAnswerWasLostIsConfirmed is reliability-core Left
-// undone 19 (node/guard G17) made by a real fault on real links, where
+// TestNetnsAReleaseWhoseAnswerWasLostIsConfirmed is node/guard G17 made
+// by a real fault on real links, where
 // TestSenderKilledForGoodAfterARefusedHandOverIsRerouted uses failpoints:
 // o's receivers (nodes 4 and 5, the only ones offering o) drop everything
 // every other node sends them but sleepC's holder, a one-way cut. So the
@@ -34,15 +35,15 @@ const guardRestoredLine = "never took the work and its holder is silent"
 // silent, hear that it never took o, and re-route sleepC: the workflow
 // succeeds, a, o and b run once, sleepC twice, and a guardian logged the
 // restore. Without G17 they would have dropped their copies at the
-// release and the workflow would be lost. Its first runs lost it with G17
-// in place, twice over (docs/reliability-core.md, "A one-way cut lost a
-// workflow G17 was meant to keep"): a pending copy's holder was no longer
-// watched when the late release came after its suspicion, and a backup
-// dropped its copy on its primary's unconfirmed "released". A try makes
+// release and the workflow would be lost. The cut also exercises two
+// parts of G17 the workflow needs: a pending copy's holder is watched
+// anew when the late release comes after its suspicion, and a backup
+// keeps its copy on its primary's unconfirmed "released". A try makes
 // the fault only when the receiver had a connection open to a guardian
 // (a new one cannot be made through the cut); up to three tries, each
 // checked, and the test is skipped, saying so, when none made it.
 func TestNetnsAReleaseWhoseAnswerWasLostIsConfirmed(t *testing.T) {
+	tier.Faults(t)
 	m := upNetns(t, testnet.Options{Nodes: 6, Zones: 3, NodeServices: oApart})
 	// Warm up, so that the nodes have connections open to each other (the
 	// one-way cut lets requests through only on those).

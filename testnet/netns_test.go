@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -48,6 +49,7 @@ func leftovers(m *testnet.Manifest) []string {
 // checks that down removes everything after the harness "crashed" (every
 // node SIGKILLed, the manifest left behind).
 func TestNetnsUpDown(t *testing.T) {
+	tier.Faults(t)
 	m := upNetns(t, testnet.Options{Nodes: 3, Zones: 3})
 	for i, nd := range m.Nodes {
 		if nd.Namespace == "" || nd.Addr == "" || nd.Veth == "" {
@@ -103,9 +105,10 @@ func TestNetnsUpDown(t *testing.T) {
 // namespace, over the host link) may run the CLI again and again. Every
 // call opens a connection of its own, and libp2p's default limit on new
 // connections from one address (a burst of 16, then one every 5 s)
-// refused the 17th: polling a result locked the client out (twenty-ninth
-// session). 40 calls in a row must all be answered.
+// would refuse the 17th and lock a client that polls a result out. 40
+// calls in a row must all be answered.
 func TestNetnsAClientMayAskOften(t *testing.T) {
+	tier.Faults(t)
 	m := upNetns(t, testnet.Options{Nodes: 2, Zones: 1})
 	st := submitAt0(t, m, "a")
 	for i := 1; i <= 40; i++ {
@@ -119,6 +122,7 @@ func TestNetnsAClientMayAskOften(t *testing.T) {
 // testnet of 6 nodes in 3 zones, with the assertions of TestChaos and, for
 // isolate-holder, invariant I1 on the isolated chain.
 func TestNetnsChaos(t *testing.T) {
+	tier.Faults(t)
 	for _, scenario := range testnet.NetnsScenarios {
 		t.Run(scenario, func(t *testing.T) {
 			m := upNetns(t, testnet.Options{Nodes: 6, Zones: 3})

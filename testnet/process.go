@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,10 +95,17 @@ func (m *Manifest) start(ctx context.Context, nd *Node, bootstrap []string) erro
 		return fmt.Errorf("node %d log: %w", nd.Index, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(m.Binary, m.args(nd, bootstrap)...)
+	// The command: the manifest's binary, or the node's own command (an
+	// emulator running a board's build: qemu-user runs it in its own
+	// process, so the pid is still the node's).
+	argv := append([]string{m.Binary}, m.args(nd, bootstrap)...)
+	if len(nd.Command) > 0 {
+		argv = append(slices.Clone(nd.Command), m.args(nd, bootstrap)...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if nd.Namespace != "" {
 		// ip netns exec execs the binary in place: the pid is the node's.
-		cmd = exec.Command("ip", append([]string{"netns", "exec", nd.Namespace, m.Binary}, m.args(nd, bootstrap)...)...)
+		cmd = exec.Command("ip", append([]string{"netns", "exec", nd.Namespace}, argv...)...)
 	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf

@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/bedwe/bedwe/internal/tier"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -13,17 +14,18 @@ import (
 )
 
 // TestACompletionBeingRecordedIsNotRunAgain is node/guard G18 on real
-// processes (reliability-core "Left undone" 23): the origin probes the
+// processes: the origin probes the
 // guardians of a completion's last step (b) and stalls before it records
 // the completion (node.FailpointStallAfterProbe, 12 s), and b's holder is
 // SIGKILLed meanwhile. b's guardians find the holder silent while the
 // origin has not recorded anything, and must hold their re-route off until
 // its release: the workflow succeeds with a and b run once each, and a
-// guardian logged that it waited. Without G18 a guardian re-routed b
-// during the stall, b ran a second time, and the origin then recorded the
-// old chain's completion all the same — the flapping-link failure of the
-// twenty-seventh session's last CI run, made here on purpose.
+// guardian logged that it waited. Without G18 a guardian would re-route b
+// during the stall, b would run a second time, and the origin would then
+// record the old chain's completion all the same — a failure a flapping
+// link can cause, made here on purpose.
 func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
+	tier.Faults(t)
 	marker := filepath.Join(t.TempDir(), "stalled")
 	t.Setenv(node.FailpointStallAfterProbe, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: bApart})
@@ -46,10 +48,11 @@ func TestACompletionBeingRecordedIsNotRunAgain(t *testing.T) {
 // TestABranchEndBeingRecordedIsNotRunAgain is
 // TestACompletionBeingRecordedIsNotRunAgain at a join: the join probes the
 // guardians of a branch's last step (b) and stalls before it records the
-// branch end, and b's holder is SIGKILLed meanwhile. The CI failure of Left
-// undone 23 was at a join: a flapping node's branch end was recorded, and
-// the branch's last step ran again 4 ms later on a re-routed chain.
+// branch end, and b's holder is SIGKILLed meanwhile. Without G18 a
+// flapping node's branch end could be recorded while the branch's last
+// step runs again on a re-routed chain.
 func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
+	tier.Faults(t)
 	marker := filepath.Join(t.TempDir(), "stalled")
 	t.Setenv(node.FailpointStallAfterProbe, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: bApart})
@@ -62,7 +65,7 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 }
 
 // TestABranchEndRecordedButNotReleasedIsNotRunAgain is what G18 leaves
-// open (reliability-core "Left undone" 24): a join that recorded a branch
+// open: a join that recorded a branch
 // end and did not release the guardians of the branch's last step for
 // longer than guard.RecordingHold (here it stalls 30 s after its record,
 // node.FailpointStallAfterRecord; a lost release does the same), while
@@ -71,8 +74,9 @@ func TestABranchEndBeingRecordedIsNotRunAgain(t *testing.T) {
 // 28 s): before they do, they ask the join's copies whether the branch
 // ended (join.BranchEnded), hear that it did, and drop their copies. b and
 // d run once and sleepA once, and a guardian logged why it did not
-// re-route. Before, b ran a second time.
+// re-route. Without the question, b would run a second time.
 func TestABranchEndRecordedButNotReleasedIsNotRunAgain(t *testing.T) {
+	tier.Faults(t)
 	marker := filepath.Join(t.TempDir(), "stalled")
 	t.Setenv(node.FailpointStallAfterRecord, "b:"+marker)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeServices: sleepAtOrigin})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/bedwe/bedwe/internal/tier"
 	"os"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ var (
 //
 //	go test ./testnet -run TestSoak -soak -soak.nodes 40 -soak.for 10m -timeout 30m -v
 func TestSoak(t *testing.T) {
+	tier.Faults(t)
 	if !*soak {
 		t.Skip("a soak takes minutes: run it with -soak (e.g. go test ./testnet -run TestSoak -soak -soak.nodes 40 -soak.for 10m -timeout 30m)")
 	}

@@ -3,6 +3,7 @@ package testnet_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/bedwe/bedwe/internal/tier"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,11 +20,12 @@ import (
 // earlier output, so the outputs of a, b and c leave the packs and only
 // the workflow's origin copies keep them. Both copies are SIGKILLed while
 // sleepS runs, and restarted: each reads its stash back from its journal
-// (entries of their own beside the record since the twenty-seventh
-// session), and the result holds every step's output. A copy that lost
+// (entries of their own beside the record), and the result holds every
+// step's output. A copy that lost
 // its stash in the restart would end the workflow with those outputs
 // missing.
 func TestStashedOutputsSurviveTheOriginCopiesRestart(t *testing.T) {
+	tier.Faults(t)
 	m := up(t, testnet.Options{Nodes: 4, Zones: 4, NodeFlags: []string{"--stash-min", "1"}})
 	st := submitAt0(t, m, "a[reads=()] b[reads=()] c[reads=()] sleepS[reads=()] d[reads=()]", "--input", `{"sleep_ms": 8000}`)
 	var copies []int

@@ -63,6 +63,11 @@ type Options struct {
 	// NodeServices, when set, gives node i its own services file text
 	// (nodes for which it returns "" get Services).
 	NodeServices func(i int) string
+	// NodeCommand, when set, gives node i the command that starts it in
+	// place of Binary: an emulator and the binary it runs, for example
+	// ["qemu-aarch64-static", "bedwe-linux-arm64"], so that one member of
+	// the mesh is a board's build. A nil answer keeps Binary.
+	NodeCommand func(i int) []string
 	// Profile is the nodes' timing profile: "testnet" (default: 250 ms
 	// beats, ~1.5 s detection) or "mesh" (1 s beats, ~5 s detection, far
 	// fewer false alarms when many nodes share few cores).
@@ -298,6 +303,9 @@ func Up(ctx context.Context, opts Options) (*Manifest, error) {
 			DataDir: nd,
 			Listen:  "/ip4/127.0.0.1/tcp/0",
 			Log:     filepath.Join(nd, "node.log"),
+		}
+		if opts.NodeCommand != nil {
+			node.Command = slices.Clone(opts.NodeCommand(i))
 		}
 		if opts.NodeServices != nil {
 			if text := opts.NodeServices(i); text != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/bedwe/bedwe/internal/tier"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,7 @@ const lagTolerance = 1500 * time.Millisecond
 // zone at its cut and restarts them at its restore, on time, and that the
 // processes really are gone and back.
 func TestFollowTimetable(t *testing.T) {
+	tier.Faults(t)
 	text, sched, err := testnet.Rotation(testnet.RotationOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +159,7 @@ func TestFollowTimetable(t *testing.T) {
 // turn on a fast clock, 20 mixed workflows per routing mode; nothing may
 // be lost or fail in either mode.
 func TestCompareTimetable(t *testing.T) {
+	tier.Faults(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -25,7 +25,7 @@ func benchCommand() *cli.Command {
 		Name:  "bench",
 		Usage: "reproduce the paper's experiments and run WfCommons workflows on a testnet",
 		Description: `Starts a testnet of real 'bedwe node' processes (or uses a running one with --testnet),
-runs the experiments of the BEDWE paper (seed 002 §5) and real scientific workflows, and
+runs the experiments of the BEDWE paper (its §5) and real scientific workflows, and
 writes one CSV per experiment, SVG plots in the style of the paper's Figs. 9-11 and a
 results.md into --out. Progress goes to stderr, a summary table to stdout (-o json for JSON).
 
@@ -43,7 +43,7 @@ Experiments (--experiments, comma-separated, default all):
                turn: start a testnet, wait --settle, sample /proc for --idle-window, stop it;
                before each size waits up to --load-wait for the 1-minute load average to fall
                below --max-load; prints the load average with every row (idle.csv in --out)
-   flood       (only by itself) overload, issue 14: starts a testnet of --nodes (default 16) whose
+   flood       (only by itself) overload: starts a testnet of --nodes (default 16) whose
                nodes run with small limits (--flood-max-concurrent, --flood-queue,
                --flood-max-workflows, and max_concurrent --flood-fb-limit on service fb), and
                --flood-clients clients, client c on node c mod --nodes, each keeping
@@ -68,7 +68,7 @@ Examples:
    bedwe bench --print-services > bench.yaml && bedwe testnet up --dir /tmp/tn --nodes 40 --services bench.yaml
    bedwe bench --testnet /tmp/tn --experiments wfcommons --scale 0.005
    bedwe bench --nodes 8,16,40,80 --experiments idle --out docs/bench   # idle cost as the mesh grows
-   bedwe bench --nodes 16 --experiments flood --flood-workflows 2000 --flood-clients 8   # issue 14's flood`,
+   bedwe bench --nodes 16 --experiments flood --flood-workflows 2000 --flood-clients 8   # the standard flood`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "nodes", Usage: "testnet size; for the idle experiment a comma-separated `LIST` of sizes", DefaultText: "40 (flood: 16), 4 with --quick"},
 			&cli.DurationFlag{Name: "settle", Usage: "idle: how long each testnet runs before it is sampled", Value: 30 * time.Second},
@@ -88,7 +88,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "wfcommons-dir", Usage: "`DIR` of WfCommons *.json instances (repeatable)", Value: cli.NewStringSlice("testdata/wfcommons", "../shared/data/wfcommons")},
 			&cli.StringFlag{Name: "append", Usage: "append the Markdown in `FILE` to results.md (e.g. Go benchmark figures)"},
 			&cli.BoolFlag{Name: "print-services", Usage: "print the services file of a bench testnet and exit"},
-			&cli.BoolFlag{Name: "reads-nothing", Usage: "give every step of the sequential, parallel and overhead workflows reads=(): outputs and trace entries nobody ahead reads may leave the packs (issue 14)"},
+			&cli.BoolFlag{Name: "reads-nothing", Usage: "give every step of the sequential, parallel and overhead workflows reads=(): outputs and trace entries nobody ahead reads may leave the packs"},
 			outputFlag(),
 		}, floodFlags()...),
 		Action: runBench,

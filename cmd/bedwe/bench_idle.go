@@ -141,8 +141,7 @@ func runIdleBench(ctx context.Context, c *cli.Context, sizes []int, asJSON bool,
 // re-announces once a refresh, and nodes started together do so at
 // nearly the same time: a window shorter than a refresh reads either
 // the quiet between those announcements or all of them at once (at 80
-// nodes, 9 % or 40 % of one core for the same mesh; twenty-third
-// session).
+// nodes, 9 % or 40 % of one core for the same mesh).
 func idleWindow(asked time.Duration, n int) time.Duration {
 	if asked > 0 {
 		return asked

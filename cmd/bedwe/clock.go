@@ -70,7 +70,7 @@ func timetableIssuedAt(dir, file string) time.Time {
 // The node runs anyway: heartbeats and hand-offs use the monotonic clock,
 // but timetable routing treats a clock before issued_at as no timetable,
 // and libp2p's TLS handshake refuses peers whose certificates are not yet
-// valid by this clock (docs/deploy.md, "Boards without a real-time clock").
+// valid by this clock (docs/operations.md, "Boards without a real-time clock").
 func warnImplausibleClock(log *slog.Logger, now time.Time, dir, scheduleFile string) {
 	if doubt := clockDoubt(now, buildTime(), timetableIssuedAt(dir, scheduleFile)); doubt != "" {
 		log.Warn(doubt + ": set the clock (NTP, an RTC, fake-hwclock) before starting the node; until then timetable routing is off and peers with a correct clock may refuse the TLS handshake")

@@ -1,14 +1,14 @@
 #!/bin/bash
 # conns.sh BIN TAG [NODES]
 #
-# Connections and memory of a loopback testnet (issue 14): starts NODES
+# Connections and memory of a loopback testnet: starts NODES
 # (default 40) `bedwe node` processes of BIN in 4 zones with the bench's
 # services, and prints the established TCP connections per node process
 # (ss), how long `testnet up` took (it returns once every node sees every
 # peer), the median VmRSS and RssAnon, and the idle CPU of all nodes over
 # 20 s: 60 s after start, then 30 s and 110 s after three sequences of 200
 # no-op steps (reads=()). Run it on an otherwise quiet machine and alternate
-# the binaries being compared (twenty-first session, docs/bench/notes.md).
+# the binaries being compared (docs/benchmarks.md).
 BIN=$1; TAG=$2; N=${3:-40}
 D=$(mktemp -d /tmp/conns-$TAG-XXXX)
 $BIN bench --print-services > $D.services.yaml

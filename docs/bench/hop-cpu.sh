@@ -2,26 +2,25 @@
 # hop-cpu.sh BIN TAG [NODES] [STEPS] [RUNS] [PROFILE_PREFIX]
 #
 # CPU per step of a no-op sequence, summed over all node processes and net
-# of idle (issue 14): starts a loopback testnet of NODES (default 8) `bedwe
+# of idle: starts a loopback testnet of NODES (default 8) `bedwe
 # node` processes of BIN with the bench's services, measures idle CPU for
 # 10 s, runs one warm-up (WARMUP) and then RUNS (default 5) sequences of STEPS
 # (default 200) echo steps one after another with `bedwe submit --wait`,
 # and prints wall time, CPU per step net of idle (utime+stime from /proc;
 # idle is measured for 10 s before and after the runs, and the mean used)
 # and, from every node's /metrics, the journal commits and the streams
-# served by protocol per step (bedwe_streams_served_total; none on nodes
-# older than the sixteenth session) and the requests served on shared
-# sessions (bedwe_mux_requests_served_total, seventeenth session). With
+# served by protocol per step (bedwe_streams_served_total) and the requests
+# served on shared sessions (bedwe_mux_requests_served_total). With
 # PROFILE_PREFIX it also saves a 20 s CPU profile of every node
 # (BEDWE_TESTNET_PPROF) as
 # PREFIX.node-I.pprof. Run it on an otherwise quiet machine and alternate
-# the binaries being compared (docs/bench/notes.md).
+# the binaries being compared (docs/benchmarks.md).
 #
 # Environment: READS=1 gives every step reads=() (it reads no earlier
 # output: echo outputs stop growing, and outputs nobody ahead reads may
-# leave the pack, issue 14); WARMUP=K runs K warm-up sequences instead of
-# one (a mesh whose nodes connect only when work needs it, twenty-second
-# session, makes most of its connections in its first thousand hops);
+# leave the pack); WARMUP=K runs K warm-up sequences instead of one (a mesh
+# whose nodes connect only when work needs it makes most of its connections
+# in its first thousand hops);
 # NODE_FLAGS="--stash-min 0" (words) are
 # appended to every node's command line. The last line gives the largest
 # and the mean size of the packs handed to another node (events' bytes).

@@ -7,10 +7,10 @@
 # refreshes) two ways at once: perf's task-clock (exact, needs perf) and
 # utime+stime from /proc (what `bedwe bench --experiments idle` reads). It
 # prints both as % of one core, the CPU per node in ms a second and the
-# context switches per node a second, then stops the testnet. /proc read
-# 25-35 % more than task-clock on the same processes in the twenty-fourth
-# session; compare runs measured the same way, back to back, on an otherwise
-# quiet machine (docs/bench/notes.md, "What wakes an idle node").
+# context switches per node a second, then stops the testnet. /proc reads
+# 25-35 % more than task-clock on the same processes; compare runs measured
+# the same way, back to back, on an otherwise quiet machine
+# (docs/benchmarks.md).
 set -euo pipefail
 BIN=$1; TAG=$2; N=${3:-40}; SETTLE=${4:-90}; W=${5:-180}; shift $(( $# < 5 ? $# : 5 ))
 D=$(mktemp -d /tmp/idle-perf-$TAG-XXXX)

@@ -5,7 +5,7 @@
 # BIN, lets it settle, then prints the CPU of all node processes over 30 s
 # (utime+stime from /proc, % of one core), the median VmRSS and the median
 # (min-max) number of established TCP connections per process, and stops the
-# testnet. Used for the idle comparisons in docs/bench/notes.md; run it on an
+# testnet. For idle comparisons (docs/benchmarks.md); run it on an
 # otherwise quiet machine and alternate the binaries being compared.
 set -euo pipefail
 BIN=$1; TAG=$2; N=${3:-40}; SETTLE=${4:-90}

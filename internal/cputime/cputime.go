@@ -1,7 +1,7 @@
 // Package cputime reads the CPU time this process has used, for
 // benchmarks that report what an operation costs in CPU rather than in
-// wall time (issue 14: a hop's CPU, summed over both ends of a request,
-// is the figure the targets are set in).
+// wall time (a hop's CPU, summed over both ends of a request, is the
+// figure the targets in docs/benchmarks.md are set in).
 package cputime
 
 import (

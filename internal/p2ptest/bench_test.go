@@ -15,8 +15,8 @@ import (
 // BenchmarkConnect is one new connection between two real hosts of this
 // process and its closing: TCP on loopback, the TLS handshake, yamux and
 // libp2p's identify exchange. cpu-ns/op is the CPU of both ends: what a
-// hop to a peer not yet connected pays on top of its requests (issue 14;
-// a bedwe node adds its gossip streams and a presence greeting).
+// hop to a peer not yet connected pays on top of its requests (a bedwe
+// node adds its gossip streams and a presence greeting).
 func BenchmarkConnect(b *testing.B) {
 	client, server := p2ptest.Host(b), p2ptest.Host(b)
 	ai := peer.AddrInfo{ID: server.ID(), Addrs: server.Addrs()}

@@ -48,7 +48,7 @@ type Ack struct {
 	// sender's step that answered the receiver's release when it settled
 	// the hand-over: the sender need not release them again. A receiver
 	// that names none (or an older version) leaves the sender to release
-	// them all, as before.
+	// them all.
 	Released []string `cbor:"5,keyasint,omitempty"`
 }
 
@@ -63,8 +63,7 @@ const (
 	// (a newer attempt of an earlier step is out): it stops here.
 	CodeSuperseded = "superseded"
 	// CodeUnsettled: no guardian of some settle item answered (cut off or
-	// gone): nothing was taken; the sender keeps the work and tries again
-	// (issue 12).
+	// gone): nothing was taken; the sender keeps the work and tries again.
 	CodeUnsettled = "unsettled"
 	// CodeTaken: another peer took this attempt of the step first (its
 	// acknowledgement to the sender was lost): Ack.Guardians names it, and
@@ -278,14 +277,15 @@ const (
 	ProtoPresenceHello = "/bedwe/presence/hello/1.0.0"
 	// ProtoBeat is a long-lived stream on which a holder of guarded work
 	// writes one small frame per heartbeat interval to each guardian (the
-	// byte 1). Peers from before node/guard G17 speak only this one.
+	// byte 1). Peers that do not implement node/guard G17 speak only
+	// this one.
 	ProtoBeat = "/bedwe/beat/1.0.0"
 	// ProtoBeatKeys is ProtoBeat whose frames list the held work they are
 	// for: the byte 2, then the CBOR list of the guard keys of the work
-	// the holder holds and that guardian guards (node/guard G17: a copy
-	// released by a successor was kept until its holder no longer listed
-	// it; a guardian no longer reads the absence so, ProtoBeatHeld). A
-	// holder asks for it after ProtoBeatHeld and falls back to ProtoBeat.
+	// the holder holds and that guardian guards (node/guard G17; a
+	// guardian does not read a key's absence as a let-go, see
+	// ProtoBeatHeld). A holder asks for it after ProtoBeatHeld and falls
+	// back to ProtoBeat.
 	ProtoBeatKeys = "/bedwe/beat/1.1.0"
 	// ProtoBeatHeld is ProtoBeat whose frames say both what the holder
 	// holds and what it let go of: the byte 3, then a CBOR map of the

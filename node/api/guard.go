@@ -14,7 +14,7 @@ const (
 	ProtoGuardStore   = "/bedwe/guard/store/1.0.0"
 	ProtoGuardRelease = "/bedwe/guard/release/1.0.0"
 	// ProtoGuardStoreRelease carries a GuardStore and a GuardRelease to
-	// one guardian, written in one journal commit there (issue 14).
+	// one guardian, written in one journal commit there.
 	ProtoGuardStoreRelease = "/bedwe/guard/store-release/1.0.0"
 	ProtoGuardStatus       = "/bedwe/guard/status/1.0.0"
 	ProtoGuardOwner        = "/bedwe/guard/owner/1.0.0"
@@ -100,7 +100,7 @@ type GuardRelease struct {
 // guardian is the only guardian of the step before sends its backup's
 // copy with the release that settles that step, a request and a commit
 // less a hop than a GuardStore sent beside the accept and a GuardRelease
-// after it (issue 14). The copy is kept whatever the release is answered,
+// after it. The copy is kept whatever the release is answered,
 // as a store sent before the release would have been; the answer is the
 // release's. An answer without an error means both were handled and are
 // durable; no answer or an error means neither is known to be.

@@ -1,4 +1,4 @@
-// Package bulkhead bounds how many steps a node executes at once (seed 003's
+// Package bulkhead bounds how many steps a node executes at once (the
 // Bulkhead pattern): one limit for the whole node, one per service
 // declaration that names max_concurrent, and a bounded number of steps
 // that were admitted and wait for a slot (the queue).

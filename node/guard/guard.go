@@ -25,6 +25,9 @@
 //
 // # Invariants
 //
+// Each rule is stated here with its reason; docs/protocol.md specifies
+// them in full, with the failures they prevent.
+//
 //   - G1 (release or re-route, never both): of a release and a re-route of
 //     the same attempt, whichever is stepped first wins. A release that
 //     arrives while a re-route is claimed ([Claim] then [Rerouted]), or
@@ -50,183 +53,131 @@
 //     a join or an origin can refuse a superseded chain's branch end or
 //     completion before it records it, and still release the guardians
 //     only once it has.
-//   - G8 (one successor per attempt): a release names the successor
-//     that took the step's next hop (By; empty when a holder, a join or
-//     an origin releases). The tombstone keeps the first successor, and a
-//     release of the same attempt by another successor is answered
-//     Superseded, naming the first (Reply.Holder): a sender whose hand-off
-//     ack was lost (a cut, a stream timeout) and that handed the next step
-//     to a second peer starts one chain, not two — the second receiver
-//     refuses the pack, and the sender hands it to the first again (which
-//     holds it, ran it, or takes it now). A receiver refused that way
-//     after other guardians had recorded it gives way (Release.Yield): a
-//     tombstone naming it names the first instead, so that two receivers
-//     never name each other (issue 12, finding F4).
-//   - G14 (two refused receivers do not swap): two receivers of one attempt
-//     that each reached one copy first are each refused at the other's
-//     copy, and each gives way where it was recorded (G8): the copies
-//     swapped names, and every later try was refused again — the workflow
-//     was lost with nothing run twice (reliability-core "Left undone" 9,
-//     seen with debug logs in the sixteenth session: the receivers were
-//     the origin's two replicas, the guardians of the first step). A copy
-//     that refused the peer it is asked to give way to (a swap in the
-//     making) gives way only if the yielding peer's ID is the greater: of
-//     the two, exactly one gives way, and both copies name the smaller.
-//     A yield toward a receiver this copy never refused applies as before
-//     (that receiver may have taken the step with the other copies alone).
 //   - G7 (every guardian of a re-routed attempt says so): when the primary
 //     re-routes (or gives up on an at-most-once step), it tells the old
 //     attempt's other guardians with a Release marked Rerouted; their
 //     tombstone then answers a late release of that attempt Superseded,
-//     as the primary would. A successor that reaches only a backup (the
+//     as the primary would, so a successor that reaches only a backup (the
 //     primary cut off from it by a partition) still stops the superseded
-//     chain (issue 12, finding F1). A backup that acts (G3) tells the
-//     primary it asked as well: that primary had no copy yet (it was
-//     still handing the step again to the holder, which had taken it
-//     first) and answered a late release of the old attempt from the cut
-//     off holder as a plain release; the old chain ran an at-most-once
-//     step a second time (tenth session, one run of isolate-join-holder).
-//   - G9 (a guardian past an attempt refuses it): a peer that is itself
-//     a guardian of a step, and re-routed it past an attempt (or is
-//     re-routing it), refuses that attempt when it is handed the step
-//     ([Guard.Supersedes]), before it journals it and again after it
-//     settled: the re-route and the late hand-off of the old attempt
-//     would otherwise run the step twice (issue 12, a guardian handed the
-//     branch start it had just re-routed when a cut healed). And a peer
-//     handed a newer attempt of a step it guards at an older one
-//     ([NewerAttempt]) releases its copy as re-routed at the old
-//     attempt, as the primary's [Release] marked Rerouted would: a
-//     re-route's target is not told as a guardian, and its copy would
-//     otherwise release the old attempt to a holder cut off during the
-//     re-route, which then started a second chain.
-//   - G10 (a copy of work nobody took is re-routed, not dropped): a
-//     holder that answers it never took the attempt ([NeverTook]: it
-//     refused the hand-over as unsettled, and its sender, unable to hand
-//     the step to it again, guards it there) is not read as having moved
-//     on: the primary — the sender, which guards the step there after it
-//     gave up handing it to that holder again — re-routes the step as on a
-//     hand-back. Read as "moved on", the copy was dropped and the step
-//     lost (reliability-core "Left undone" 6). A backup drops its copy as
-//     before: the refusing holder recruited it while taking the hand-over,
-//     and the sender may still be handing the step to another peer (a
-//     backup that re-routed there ran the step twice in a loop of
-//     isolate-join-holder) — also one that stood in for a primary it
-//     could not reach (G3, [Record.StoodIn]): that primary is still the
-//     sender (a flapping-link loop, fourteenth session, saw such a copy
-//     re-routed 0.2 s after the sender had handed the step on). A holder
-//     answers so only when it remembers that refusal.
+//     chain. A backup that acts (G3) tells the primary it asked as well:
+//     that primary may have no copy yet (it is still handing the step
+//     again to the holder, which had taken it first) and would otherwise
+//     answer a late release of the old attempt as a plain release, and
+//     the old chain would run an at-most-once step a second time.
+//   - G8 (one successor per attempt): a release names the successor that
+//     took the step's next hop (By; empty when a holder, a join or an
+//     origin releases). The tombstone keeps the first successor, and a
+//     release of the same attempt by another successor is answered
+//     Superseded, naming the first (Reply.Holder): a sender whose hand-off
+//     ack was lost (a cut, a stream timeout) and that handed the next step
+//     to a second peer starts one chain, not two — the second receiver
+//     refuses the pack, and the sender hands it to the first again. A
+//     receiver refused that way after other guardians had recorded it
+//     gives way (Release.Yield): a tombstone naming it names the first
+//     instead, so that two receivers never name each other.
+//   - G9 (a guardian past an attempt refuses it): a peer that guards a
+//     step and re-routed it past an attempt (or is re-routing it) refuses
+//     that attempt when it is handed the step ([Guard.Supersedes]), before
+//     it journals it and again after it settled, because the re-route and
+//     the late hand-off of the old attempt would otherwise both run the
+//     step. A peer handed a newer attempt of a step it guards at an older
+//     one ([NewerAttempt]) releases its copy as re-routed at the old
+//     attempt: a re-route's target is not told as a guardian, and its copy
+//     would otherwise release the old attempt to a holder cut off during
+//     the re-route, which would start a second chain.
+//   - G10 (a copy of work nobody took is re-routed, not dropped): a holder
+//     that answers it never took the attempt ([NeverTook]: it refused the
+//     hand-over as unsettled and remembers that) has not moved on, so the
+//     primary — the sender, which guards the step there after it gave up
+//     handing it to that holder again — re-routes the step as on a
+//     hand-back; dropping the copy would lose the step. A backup drops its
+//     copy (G11), also one that stood in for a primary it could not reach
+//     (G3, [Record.StoodIn]): the refusing holder recruited it while
+//     taking the hand-over, and the sender may still be handing the step
+//     to another peer, so a backup's re-route could run it twice.
 //   - G11 (a refused hand-over leaves no tombstone): a receiver that
 //     recruited a backup guardian while taking a hand-over and then
 //     refused it (unsettled, taken by another peer first, superseded,
 //     interrupted) withdraws that copy ([Withdraw]); so does a backup
 //     whose holder answers that it never took the attempt (G10). The copy
-//     naming that holder is dropped and the attempt is not marked as
-//     moved on. A tombstone there was read as "the step moved on" by
-//     the step's real guardian when it recruited the same peer as its
-//     backup and asked it before re-routing: it dropped its copy of work
-//     that the first receiver, killed before its ack arrived, never ran
-//     (a zone-plus-one run lost a workflow in CI, twelfth session); and
-//     G2 made the same peer ignore a later store of that attempt.
+//     is dropped and the attempt is not marked as moved on: a tombstone
+//     there would tell the step's real guardian, recruiting the same peer
+//     as its backup, that the step moved on, and (G2) make the peer ignore
+//     a later store of that attempt — losing work nobody ran.
 //   - G12 (a superseded chain is not re-routed): before it re-routes, a
-//     guardian probes the release of the step before as its copy's
-//     holder made it when it took the hand-over (the kept pack's settle
-//     items, By the holder; G6). A guardian of that step that answers
-//     superseded re-routed it past the chain's attempt (G1) or saw
-//     another successor take it (G8): the holder refused the hand-over,
-//     or its next hop refuses it (I1), so the copy is dropped with no
-//     tombstone, as a withdrawal (G11), and nothing is re-routed
-//     ([ChainSuperseded]). The refusing holder's withdrawal is one
-//     message, lost when the holder is cut off as it refuses: in a CI
-//     run of flapping-link (fourteenth session) the backup a refusing
-//     holder had recruited kept its copy, the holder went silent in the
-//     next cut, and the backup re-ran a step whose live chain had
-//     already delivered it.
+//     guardian probes the release of the step before as its copy's holder
+//     made it when it took the hand-over (the kept pack's settle items, By
+//     the holder; G6). A superseded answer (G1, G8) means the holder
+//     refused the hand-over or is refused at its next hop (I1), so the
+//     copy is dropped with no tombstone, as a withdrawal (G11), and
+//     nothing is re-routed ([ChainSuperseded]). The refusing holder's own
+//     withdrawal is one message, lost if the holder is cut off as it
+//     refuses; without the probe the backup it recruited would re-run a
+//     step whose live chain had already delivered it.
 //   - G13 (a release waits while a co-guardian decides a re-route): a
 //     guardian about to re-route asks the step's other guardians whether
-//     it moved on ([Rerouting]); a copy of that holder's attempt here
-//     then answers a release of the attempt (and its probe) Pending for
-//     [ReroutingHold], recording nothing: the releasing receiver counts
-//     it as no answer, so the step's primary must answer it (superseded,
-//     once it claimed) or the hand-over is refused as unsettled and tried
-//     again. The asker's re-route notice (G7, a release marked Rerouted)
-//     ends the wait; a copy dropped or replaced ends it too. Before, the
-//     backup answered a plain release between the primary's question and
-//     its notice, and a flapping holder that reached only the backup
-//     started a second chain 1 ms after the primary claimed the re-route:
-//     an at-most-once step ran twice (reliability-core "Left undone" 8,
-//     a fresh-clone CI run and a loop, fourteenth session). Nothing is
-//     dropped on the question, so a primary killed after it leaves the
-//     copy here; the old chain is only delayed by the hold.
+//     it moved on ([Rerouting]); a copy of that holder's attempt here then
+//     answers a release of the attempt (and its probe) Pending for
+//     [ReroutingHold], recording nothing. The releasing receiver counts it
+//     as no answer, so the step's primary must answer it (superseded, once
+//     it claimed) or the hand-over is refused as unsettled and tried
+//     again; otherwise a backup answering a plain release between the
+//     primary's question and its notice would let a flapping holder start
+//     a second chain. The asker's re-route notice (G7) ends the wait; a
+//     copy dropped or replaced ends it too. Nothing is dropped on the
+//     question, so a primary killed after asking leaves the copy here; the
+//     old chain is only delayed by the hold.
+//   - G14 (two refused receivers do not swap): two receivers of one
+//     attempt that each reached one copy first are each refused at the
+//     other's copy and give way where they were recorded (G8); unchecked,
+//     the copies would swap names and refuse every later try, and the
+//     workflow would be lost. A copy that refused the peer it is asked to
+//     give way to gives way only if the yielding peer's ID is the greater:
+//     exactly one gives way, and both copies name the smaller. A yield
+//     toward a receiver this copy never refused applies (that receiver may
+//     have taken the step with the other copies alone).
 //   - G15 (a backup does not stand in for a primary that is handing the
-//     step on): a backup whose holder went silent asks the primary (G3),
-//     and a primary that keeps no copy because it is still handing the
-//     step on — the receiver recruited the backup while taking it, and
-//     its ack never reached the sender — answers so (Reply.Handing). The
-//     backup then watches the holder again and asks again later, instead
-//     of re-routing: the sender still has the work, and either hands it
-//     to the receiver that took it first (G8) and guards it there, or
-//     hands it to another. Before, the backup stood in; in a fresh-clone
-//     CI run of flapping-link (seventeenth session's stop) the receiver
-//     had refused the hand-over as unsettled after its release reached
-//     the backup (so G12's probe found it the successor), the backup
-//     re-routed, the sender handed the step to the receiver again (G8),
-//     and the receiver ran it 11 s after the re-routed chain had handed
-//     it on. A primary that cannot be reached, or that knows nothing and
-//     hands nothing on, is stood in for as before. Likewise a primary
-//     whose copy is of an older attempt than the backup's (it is
-//     re-routing the step to the backup's holder and has not heard the
-//     ack) is not followed back to the old holder: the backup watches its
-//     own holder again.
+//     step on): a primary that keeps no copy because it is still handing
+//     the step on — the receiver recruited the backup while taking it, and
+//     its ack never reached the sender — answers a backup's question (G3)
+//     so (Reply.Handing). The backup watches the holder again and asks
+//     later instead of re-routing, because the sender still has the work
+//     and hands it to the receiver that took it first (G8) or to another;
+//     a re-route would run the step twice. A primary that cannot be
+//     reached, or that knows nothing and hands nothing on, is stood in
+//     for. A primary whose copy is of an older attempt than the backup's
+//     (it is re-routing the step to the backup's holder) is not followed
+//     back to the old holder: the backup watches its own holder again.
 //   - G16 (a tombstone names who released it and what it took): a
 //     successor's release carries the key of the work it is taking
 //     (Release.ByKey), kept in the tombstone with its name, and a
 //     restarted holder that asks about that attempt ([Guard.Owner]) is
 //     told both. A release is recorded before the successor decides
-//     whether it takes the hand-over, and a receiver that then refuses it
-//     (unsettled) cannot always undo the release: the guardian that
-//     recorded it may be the one whose answer did not arrive. Read as
-//     "moved on" alone, it made a restarted holder drop work nobody held
-//     (reliability-core "Left undone" 18); the holder now asks the
-//     successor first (node/held H7). testdata/owner-successor.txt.
+//     whether it takes the hand-over and cannot always be undone when it
+//     refuses, so "moved on" alone would make a restarted holder drop work
+//     nobody holds; the holder asks the successor first (node/held H7).
+//     testdata/owner-successor.txt.
 //   - G17 (a successor's release is confirmed before the copy goes): a
 //     live copy released by a named successor (By and ByKey set) is kept
-//     beside the tombstone as pending ([Guard.Pending]; journaled: the
-//     release's own write keeps the copy's entry and says so in the
-//     tombstone, PersistForgetPending, so a restarted guardian keeps it
-//     too, and its end rides a later write, Ready.PendingGone) and its
-//     holder stays watched,
-//     until the holder is seen without the
-//     work ([HolderLetGo]: its beats say it let go of that attempt, or it
-//     says it moved on, MovedOn) or the successor says it took it
-//     ([SuccessorTook]). Only a positive word counts: a beat that merely
-//     does not list the key may have been written before the holder
-//     started beating for the work and read after the release (closed
-//     in the thirty-second session: read so, it could confirm a release
-//     the successor then refused, and once the holder died nobody would
-//     hold the step).
-//     A holder that goes silent first gets the successor asked
-//     (Ready.AskSuccessor): took it, the copy goes; never took it (it
-//     refused the hand-over after its release was recorded), the copy is
-//     live again and re-routed as a silent holder's (a backup's asks the
-//     primary first, and a primary that answers "released" within
-//     [SuccessorGrace] of that is asked again later: its own copy may be
-//     pending on the same release); no answer within
-//     [SuccessorGrace], the copy goes as before G17. A co-guardian asked
-//     before a re-route ([Rerouting]) names the successor and the work of
-//     its tombstone (Reply.Holder, TookKey), so that the asker counts
-//     "released by that successor" as moved on only if the successor
-//     does not say it never took the work (node: askCoGuardians). A
-//     pending copy's holder is watched anew when the release comes (a
-//     late release, after the holder was found silent, had no second
-//     Silent to ask the successor). A backup whose primary answers
-//     "released by this successor" at the silent holder's attempt
-//     ([Guard.AskedByBackup]) keeps its copy as pending and asks that
-//     successor too, rather than drop it (it had answered "released" to
-//     a primary that then found the successor never took the work).
-//     Before, the copy went with the release: a sender whose receiver
-//     refused the hand-over as unsettled, and that was then killed for
-//     good, left nobody to re-route its step (reliability-core "Left
-//     undone" 19). testdata/pending.txt, testdata/pending-backup.txt.
+//     beside the tombstone as pending ([Guard.Pending]; journaled by the
+//     release's own write, PersistForgetPending, its end riding a later
+//     write, Ready.PendingGone) and its holder stays watched, until the
+//     holder is seen without the work ([HolderLetGo], or MovedOn) or the
+//     successor says it took it ([SuccessorTook]). Only a positive word
+//     counts: a beat that merely does not list the key may have been
+//     written before the holder started beating for the work. A holder
+//     that goes silent first gets the successor asked (Ready.AskSuccessor):
+//     took it, the copy goes; never took it, the copy is live again and
+//     re-routed as a silent holder's; no answer within [SuccessorGrace],
+//     the copy goes. A co-guardian asked before a re-route ([Rerouting])
+//     names the successor and its work (Reply.Holder, TookKey), so the
+//     asker counts the release as moved on only if the successor does not
+//     deny it (node: askCoGuardians); a backup whose primary answers
+//     "released by this successor" ([Guard.AskedByBackup]) keeps its copy
+//     pending and asks that successor too. Dropping the copy with the
+//     release would leave nobody to re-route the step of a sender killed
+//     after its receiver refused the hand-over. testdata/pending.txt,
+//     testdata/pending-backup.txt.
 //   - G18 (a record's probe holds a re-route off): a join or an origin
 //     probes the release of a chain's last step before it records the
 //     chain's next hop (a branch end, a completion; G6), and releases the
@@ -236,13 +187,10 @@
 //     granted (Ready.RecordingUntil; the node asks again after), and a
 //     co-guardian about to re-route ([Rerouting]) or a backup asking its
 //     primary ([Guard.AskedByBackup]) is told (Reply.Recording) and waits
-//     too. Before, a primary whose holder's link flapped claimed its
-//     re-route between the join's probe and its record: the join recorded
-//     the old chain's branch end, and the re-routed chain ran the step
-//     again 4 ms later (a CI run of flapping-link, reliability-core "Left
-//     undone" 23). testdata/recording.txt; node:
-//     TestAGuardianWaitsForTheRecordItsProbeAnswered; testnet (real
-//     processes, a failpoint stall and SIGKILL):
+//     too. Otherwise a re-route claimed between the probe and the record
+//     runs the step again after the old chain's branch end was recorded.
+//     testdata/recording.txt; node:
+//     TestAGuardianWaitsForTheRecordItsProbeAnswered; testnet:
 //     TestACompletionBeingRecordedIsNotRunAgain,
 //     TestABranchEndBeingRecordedIsNotRunAgain.
 //   - G19 (one guardian re-routes): a backup that stood in for a primary
@@ -255,12 +203,11 @@
 //     granted). A guardian that has claimed says so to a co-guardian that
 //     asks (Reply.Rerouting), which waits for its notice (G7) rather than
 //     re-route too; and a co-guardian's live copy of a later attempt means
-//     the step was re-routed past this one (moved on). Before, after a
-//     one-way cut healed, a mute connection made the primary and its
-//     backup each miss the other's first answer; both then reached each
-//     other in their last questions, both re-routed, and an at-most-once
-//     step ran twice (twenty-eighth session). testdata/stood-in.txt;
-//     node: TestAStoodInBackupStepsBackForItsPrimary.
+//     the step was re-routed past this one (moved on). Otherwise a primary
+//     and its backup that each missed the other's first answer (a mute
+//     connection after a one-way cut healed) would both re-route, and an
+//     at-most-once step would run twice. testdata/stood-in.txt; node:
+//     TestAStoodInBackupStepsBackForItsPrimary.
 //   - G20 (a re-route is settled at the other guardians): the first
 //     receiver of a re-routed pack settles the re-route, before it
 //     acknowledges, at the attempt's other guardians (a Release marked
@@ -269,56 +216,44 @@
 //     attempt itself, or claimed to, answers it Superseded (G1), so the
 //     receiver refuses the pack and the re-router drops its copy, marked
 //     re-routed ([RerouteRefused]); of two claims, a backup that stood in
-//     (G3) gives way to its primary's settle instead, so one chain goes
-//     on whichever settle comes first. A copy of the newer attempt that
-//     names the re-router as its primary, or as its holder (that
-//     re-route's receiver, or the re-router that took the pack itself,
-//     recruited this peer before its settle got here), answers it without
-//     a change — a CI run's pair-random lost a workflow when a local
-//     re-route's own backup refused its settle; a store of a newer
-//     attempt ends a stood-in backup's claim if its primary re-routed,
-//     and is refused by any other claim.
-//     Before, a primary and its backup cut from each other (and only
-//     from each other) each found the holder silent and re-routed, and a
-//     re-routed pack settled nothing: both chains went on (reliability-
-//     core "Left undone" 24; the testnet test
-//     TestNetnsGuardiansCutFromEachOtherRerouteOnce made it in 3 of 4 runs
-//     before this rule, and ...BothClaim, the first claim stalled by a
-//     failpoint, in 2 of 2). testdata/reroute-fence.txt. The node
-//     checks a claim still stands ([Guard.Reroutes]) right before it
-//     hands the re-routed pack on, so a backup that gave way meanwhile
-//     sends nothing; and a receiver holding the attempt re-routed by one
-//     guardian refuses it re-routed by another (node
-//     TestASecondRerouteOfAnAttemptHeldHereIsRefused; thirty-first
-//     session).
+//     (G3) gives way to its primary's settle instead, so one chain goes on
+//     whichever settle comes first. Without the settle, a primary and its
+//     backup cut only from each other would both re-route and both chains
+//     go on. A copy of the newer attempt that names the re-router as its
+//     primary, or as its holder (the re-route's receiver, or the re-router
+//     that took the pack itself, recruited this peer before its settle got
+//     here), answers it without a change, since refusing a re-route's own
+//     backup's settle would lose the workflow; a store of a newer attempt
+//     ends a stood-in backup's claim if its primary re-routed, and is
+//     refused by any other claim. The node checks a claim still stands
+//     ([Guard.Reroutes]) right before it hands the re-routed pack on, so a
+//     backup that gave way meanwhile sends nothing; and a receiver holding
+//     the attempt re-routed by one guardian refuses it re-routed by
+//     another (node: TestASecondRerouteOfAnAttemptHeldHereIsRefused).
+//     testdata/reroute-fence.txt; testnet:
+//     TestNetnsGuardiansCutFromEachOtherRerouteOnce.
 //   - G21 (a re-route of an attempt that moved on is refused): a release
 //     of an attempt is confirmed when it names no successor (a holder's
 //     own after its hand-off was taken, a join's or an origin's after its
 //     record, a move-on) or when its pending copy (G17) went because the
 //     holder let go of the work, said it moved on, or the successor said
-//     it took it (not after SuccessorGrace without an answer, nor when
+//     it took it — not after SuccessorGrace without an answer, nor when
 //     this guardian kept no copy to keep pending, nor when a copy of a
-//     newer attempt replaced the pending one before any word came:
-//     [Mark].Unconfirmed). A re-route's settle (G20) that finds its attempt released
-//     and confirmed is answered Superseded: the receiver refuses the
-//     pack and the re-router drops its copy. Before, it was accepted as
-//     G7's notice was, and a primary guardian cut from its backup and
-//     from the successor (so that it missed the release) re-routed a
-//     step that had moved on: the step and the at-most-once step after it
-//     ran twice (the namespace test
-//     TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn, every run
-//     without this rule). A release not confirmed yet still lets the
-//     re-route go on (G7 over G17): the successor may have refused the
-//     hand-over, and the re-route be the only chain left. The re-route's
-//     receiver may store its backup copy here before its settle comes
-//     (the newer attempt replaces the pending copy): until the
-//     thirty-second session that read as a confirmed release, and the
-//     settle was refused, so that when the successor had refused the
-//     hand-over nobody held the step (reliability-core "Left undone" 26,
-//     twice under the race detector); the tombstone now says
-//     unconfirmed, in the same write as the new copy (PersistSaveMark).
-//     testdata/moved-on-reroute.txt; a restart keeps pending copies:
-//     TestARestartedGuardianStillAsksAboutItsPendingCopy.
+//     newer attempt replaced the pending one before any word came
+//     ([Mark].Unconfirmed). A re-route's settle (G20) that finds its
+//     attempt released and confirmed is answered Superseded: the receiver
+//     refuses the pack and the re-router drops its copy, because a primary
+//     cut from its backup and from the successor (so that it missed the
+//     release) would otherwise re-route a step that moved on, and the
+//     at-most-once step after it would run twice. A release not confirmed
+//     yet still lets the re-route go on (G7 over G17): the successor may
+//     have refused the hand-over, and the re-route be the only chain left.
+//     So when the re-route's receiver stores its backup copy here before
+//     its settle comes (the newer attempt replaces the pending copy), the
+//     tombstone says unconfirmed, in the same write as the new copy
+//     (PersistSaveMark). testdata/moved-on-reroute.txt; a restart keeps
+//     pending copies: TestARestartedGuardianStillAsksAboutItsPendingCopy;
+//     testnet: TestNetnsAGuardianCutOffDoesNotRerouteAStepThatMovedOn.
 //
 // The node owns persistence, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test
@@ -439,7 +374,7 @@ type Guard struct {
 	asked askedReroute
 	// refused are the successors this copy refused as second receivers
 	// of the tombstone's attempt (G8), for G14. Not persisted: after a
-	// restart a yield applies as before G14.
+	// restart a yield applies without G14's tie-break.
 	refused refusedSuccessors
 	// pending is the copy a named successor released, kept until the
 	// release is confirmed (G17). Journaled: the live copy's entry stays,
@@ -481,15 +416,15 @@ func (g *Guard) recordingUntil(attempt int, at time.Time) time.Time {
 
 // SuccessorGrace is how long a guardian waits for the successor named by
 // a pending copy's release to say whether it took the work, once the
-// holder went silent, before it drops the copy as before G17.
+// holder went silent, before it drops the copy (the release unconfirmed).
 const SuccessorGrace = time.Minute
 
 // NeverTookTrust is how old a release may be for its successor's "never
 // took the work" to be believed (G17): a successor remembers work it
 // handed on for 30 minutes (node: handedOnMemory), and a refused hand-over is
 // tried again within seconds, so an answer about an older release is
-// read as no answer — the copy goes, as before G17, rather than start a
-// second chain from a forgotten hand-on.
+// read as no answer — the copy goes, as with no answer at all, rather
+// than start a second chain from a forgotten hand-on.
 const NeverTookTrust = 10 * time.Minute
 
 // refusedSuccessors are the receivers a tombstone of attempt refused,
@@ -1162,8 +1097,7 @@ func (g *Guard) successorTook(e SuccessorTook) Ready {
 		g.askedTook = e.At
 	}
 	if e.At.Sub(g.askedTook) >= SuccessorGrace {
-		// No answer for so long: dropped, as a release did before G17,
-		// unconfirmed.
+		// No answer for so long: dropped with the release, unconfirmed.
 		return g.dropPending(false)
 	}
 	rd := g.askSuccessor()
@@ -1283,13 +1217,13 @@ func (g *Guard) step(ev Event) Ready {
 			// A backup's copy of work its holder never took was stored by
 			// that holder while it was taking the hand-over it then
 			// refused: the sender (the primary) still has the work, or
-			// gave up and guards the step itself. Dropped, as before G10,
-			// and with no tombstone: nothing moved on (G11). So is a
-			// backup's that stood in for a primary it could not reach
-			// (G3): that primary is the sender all the same, and a
-			// flapping-link loop (fourteenth session) saw such a copy
-			// re-routed 0.2 s after the sender had handed the step to
-			// another peer — the step ran twice.
+			// gave up and guards the step itself. Dropped, with no
+			// tombstone: nothing moved on (G11). So is a backup's that
+			// stood in for a primary it could not reach (G3): that
+			// primary is the sender all the same, and re-routing the copy
+			// could follow the sender's own hand-off of the step to
+			// another peer within a fraction of a second — the step would
+			// run twice.
 			return g.withdraw()
 		}
 		// The holder answered: nothing to confirm about its silence.
@@ -1383,8 +1317,8 @@ func (g *Guard) store(e Store) Ready {
 		// re-route's receiver recruited this peer as its backup (the
 		// re-router heard that the successor never took the work). The
 		// release stays unconfirmed (G21), written with the copy: read
-		// as confirmed, it refused that very re-route, and nobody held
-		// the step (reliability-core "Left undone" 26).
+		// as confirmed, it would refuse that very re-route, and nobody
+		// would hold the step.
 		m.Pending, m.Unconfirmed = false, true
 		rd.Persist = PersistSaveMark
 	}
@@ -1620,10 +1554,9 @@ func (g *Guard) primaryAnswer(e PrimaryAnswer) Ready {
 		// recorded (the primary's own copy is pending, or was lost to a
 		// restart). The holder is silent already: keep this copy as
 		// pending beside the same tombstone and ask that successor now.
-		// Dropping it instead lost the workflow when the primary later
-		// restored its copy and, before re-routing, heard from this backup
-		// that the step was released (a one-way cut in the twenty-seventh
-		// session's namespace test).
+		// Dropping it instead would lose the workflow when the primary
+		// later restored its copy and, before re-routing, heard from this
+		// backup that the step was released (a one-way cut).
 		pending := g.copy
 		rd := g.forget(g.copy.Attempt, e.At)
 		g.mark.By, g.mark.ByKey, g.mark.Pending = r.Holder.ID, r.TookKey, true

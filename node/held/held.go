@@ -31,6 +31,9 @@
 //
 // # Invariants
 //
+// Each rule is stated here with its reason; docs/protocol.md specifies
+// them in full.
+//
 //   - H1 (acknowledged only when settled): an accepted pack is
 //     acknowledged only after it is journaled (I4) and the hand-over is
 //     settled: the guardians of the step before released it here. A
@@ -55,7 +58,7 @@
 //     of a quick step that may run again is journaled with its hand-on
 //     (the Forwarded write): a holder restarted in between runs it again,
 //     as a re-route after its death would (at least once), and a hop makes
-//     one fsync'd write less on its critical path (issue 14). Restarted
+//     one fsync'd write less on its critical path. Restarted
 //     after the successor took it, the holder asks first (H5): the
 //     guardians the successor released drop it. Tests:
 //     testdata/restart.txt; TestQuickStepRunAgainAfterAKillInItsWindow
@@ -74,7 +77,7 @@
 //     only once every guardian answered, or the restart grace passed: a
 //     guardian that does not answer may be the one that was released
 //     (after a blackout the others come back first), and no answer is not
-//     "still yours" (issue 12, F3).
+//     "still yours".
 //   - H7 (a release stands only for a successor that took the work): a
 //     guardian records a successor's release before that successor
 //     decides whether it takes the hand-over, and a receiver that then
@@ -86,12 +89,11 @@
 //     (named by the guardian, node/guard G16) says it took the work, or
 //     when a releasing guardian names nobody (a join or an origin
 //     released it, or the tombstone is older than the name), or when
-//     the successor stays silent past the restart grace, as before. A
-//     successor that holds nothing and remembers nothing of the work
-//     never took it: the holder goes on, and its next hand-off reaches
-//     that successor again (G8). Before, the holder dropped the step on
-//     the guardian's word alone, and a blackout lost a workflow with
-//     nothing run (reliability-core "Left undone" 18).
+//     the successor stays silent past the restart grace. A successor
+//     that holds nothing and remembers nothing of the work never took
+//     it: the holder goes on, and its next hand-off reaches that
+//     successor again (G8). Dropping the step on the guardian's word
+//     alone would let a blackout lose a workflow with nothing run.
 //
 // The node owns the journal, the network and timers; the scripted tests in
 // testdata/*.txt drive the machine and show each decision (go test

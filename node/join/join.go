@@ -32,6 +32,9 @@
 //
 // # Invariants
 //
+// Each rule is stated here with its reason; docs/protocol.md specifies
+// them in full.
+//
 //   - J1 (one result per branch): a branch's result is recorded once per
 //     attempt; a delivery with an attempt not newer than the recorded one,
 //     or any delivery after the outcome is decided, is acknowledged and
@@ -48,9 +51,9 @@
 //     moved on once per time it becomes the actor of a decided join —
 //     whichever way it became the actor: the actor's silence, the earlier
 //     replicas' silence, or a branch end that reached it directly after
-//     it had recorded every end from the actor's updates (before the
-//     fourteenth session that last way forwarded nothing and lost the
-//     workflow; testdata/replica.txt) — and Forwarded is final.
+//     it had recorded every end from the actor's updates (forwarding
+//     nothing that last way would lose the workflow; testdata/replica.txt)
+//     — and Forwarded is final.
 //   - J5 (one split per chain): before any branch starts, the acting copy
 //     settles Split — it releases the guardians of the step before the
 //     pattern, and a guardian that had re-routed that step answers that
@@ -86,7 +89,7 @@
 //     cut starts between the two — is refused, naming the first
 //     (RefuseTaken); the actor then hands the pack to that first receiver
 //     again, which holds it already or takes it now, so the step after
-//     the join runs once (issue 12, finding F4). A receiver (or branch
+//     the join runs once. A receiver (or branch
 //     holder) refused that way after other copies had recorded it gives
 //     way (ActorForwarded.Yield, BranchStarted.Yield): those copies record
 //     the first instead, so two receivers never name each other.
@@ -95,10 +98,9 @@
 //     an update from a peer other than the actor it follows (an old
 //     actor, cut off while a replica took over, took a branch end and
 //     replicated it) relays it to that actor (Ready.Relay). Without it a
-//     branch end acknowledged by the old actor reached only copies that
-//     do not act, and the new actor waited for ever (issue 12,
-//     isolate-join-holder, ninth session). An acting copy records a
-//     relayed end as a branch end (J2).
+//     branch end acknowledged by the old actor reaches only copies that
+//     do not act, and the new actor waits for ever. An acting copy
+//     records a relayed end as a branch end (J2).
 //   - J10 (a join moves on once): a continuation that was taken stays
 //     the only one. An acting copy forwards (Forwarded) only once its
 //     receiver acknowledged (ForwardDone; a continuation refused as
@@ -107,11 +109,11 @@
 //     receiver, sent after the ack) records Taken. Either refuses a
 //     newer actor's continuation as superseded and ignores its takeover
 //     notice (NewActor): a replica that missed the settle and the notice
-//     (cut off) and took the decided join over later forwards it a
-//     second time, and J7's "a newer actor wins" let it through — the
-//     step after the join ran twice, once on one peer whose handed-on
-//     memory takes a newer chain afresh (flapping-link, reliability-core
-//     "Left undone" 11; testdata/taken.txt). A copy that only saw a
+//     (cut off) and took the decided join over later would forward it a
+//     second time, and J7's "a newer actor wins" alone would let it
+//     through — the step after the join would run twice, even on one
+//     peer, whose handed-on memory takes a newer chain afresh
+//     (testdata/taken.txt). A copy that only saw a
 //     receiver's settle cannot tell whether that receiver took it
 //     (another copy may have refused it, naming a newer actor) and lets
 //     the newer actor's continuation through, as J7 says. The node adds
@@ -121,14 +123,14 @@
 //     continuation (or two holders of one branch start) that each reached
 //     one copy first are each refused at the other's copy, and each gives
 //     way where it was recorded (J8, J6): the copies would swap names, and
-//     every later try would be refused again — the guard copies' race of
-//     G14 (node/guard), which lost a workflow in the sixteenth session. A
+//     every later try would be refused again, and the workflow lost — the
+//     guard copies' race of G14 (node/guard). A
 //     copy that refused the peer it is asked to record instead (a swap in
 //     the making) applies the yield only if the yielding peer's ID is the
 //     greater: of the two, exactly one gives way, and every copy names the
-//     smaller. A yield toward a peer this copy never refused applies as
-//     before. The refusals are kept in memory only: after a restart a
-//     yield applies as before J11 (testdata/swap.txt).
+//     smaller. A yield toward a peer this copy never refused applies. The
+//     refusals are kept in memory only: after a restart a yield applies
+//     without J11's tie-break (testdata/swap.txt).
 //
 // The node owns persistence, the network and timers; tests in this package
 // drive the machine with scripted events (testdata/*.txt) and compare what
@@ -301,7 +303,8 @@ type Join struct {
 	rec Record
 	// refused are the second receivers of a continuation and second
 	// holders of a branch start this copy refused (RefuseTaken, J6/J8),
-	// for J11. Not persisted: after a restart a yield applies as before.
+	// for J11. Not persisted: after a restart a yield applies without
+	// J11's tie-break.
 	refused []refusal
 }
 
@@ -445,8 +448,7 @@ func (j *Join) Acting() bool { return j.rec.Role == RolePrimary || j.rec.Role ==
 // without it. A guardian of a step of that branch whose holder went
 // silent asks before it re-routes (node: branchEnded): a holder killed
 // after its branch end was recorded, while the join's release of its
-// guardians was lost or late, would otherwise have its step run again
-// (reliability-core "Left undone" 24).
+// guardians was lost or late, would otherwise have its step run again.
 func (j *Join) BranchEnded(branch int) bool {
 	if j.rec.Phase != PhaseOpen {
 		return true
@@ -851,8 +853,8 @@ func (j *Join) step(ev Event, self pack.Peer) Ready {
 			// taken: the join moved on. A newer actor — a replica that
 			// missed that, cut off, and took the join over — moves it on
 			// a second time: its receiver is refused, and its own notice
-			// changes nothing. Accepted, the step after the join ran
-			// twice (flapping-link, reliability-core "Left undone" 11).
+			// changes nothing. Accepted, the step after the join would
+			// run twice.
 			if ev.By == "" {
 				return none()
 			}
@@ -1048,10 +1050,9 @@ func (j *Join) deliver(d Deliver, self pack.Peer) Ready {
 		case PhaseDecided:
 			// Decided already from the actor's updates (this end is one
 			// of them, its ack lost): the copy that now acts moves the
-			// pattern on (J4). Before, it took over and forwarded
-			// nothing, while the old actor's continuation was refused as
-			// superseded (J7): a flapping-link run lost the workflow
-			// (fourteenth session).
+			// pattern on (J4): taking over without forwarding, while the
+			// old actor's continuation is refused as superseded (J7),
+			// would lose the workflow.
 			r.Forward = true
 		}
 		return r

@@ -339,7 +339,7 @@ func (j *Journal) Count(bucket string) (n int, err error) {
 //
 // Updates that arrive while another commit is in progress share the next
 // commit and its fsync (group commit, see commitGroup); a lone writer
-// commits at once, as before, and waits for nobody. Within a shared
+// commits at once and waits for nobody. Within a shared
 // commit the functions run in arrival order. If one of them fails, the
 // shared commit is abandoned and every function runs again in a
 // transaction of its own, so fn may run twice: it must only read and

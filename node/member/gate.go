@@ -13,7 +13,7 @@
 //   - the protocols: members speak every protocol; an authorized client
 //     only the client protocol (the node enforces it per stream).
 //
-// With no trusted-peers file the mesh is open (as before membership):
+// With no trusted-peers file the mesh is open (membership is opt-in):
 // every peer that holds the swarm key, or any peer without one, is a member.
 // With no trusted-peers and no clients file every client is authorized.
 //

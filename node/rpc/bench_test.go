@@ -12,7 +12,7 @@ import (
 )
 
 // benchPayloads are a control message (a release, a status question) and
-// a pack of the size a 200-step sequence hands on (docs/bench/notes.md).
+// a pack of the size a 200-step sequence hands on (docs/benchmarks.md).
 var benchPayloads = []struct {
 	name string
 	size int
@@ -21,7 +21,7 @@ var benchPayloads = []struct {
 // BenchmarkMuxCall is one request and its answer between two real libp2p
 // hosts of this process (TCP on loopback, TLS, yamux), on the shared
 // session the node's reliability requests use. cpu-ns/op is the CPU of
-// both ends: the floor under what a hop's requests cost (issue 14).
+// both ends: the floor under what a hop's requests cost.
 func BenchmarkMuxCall(b *testing.B) {
 	for _, p := range benchPayloads {
 		b.Run(p.name, func(b *testing.B) {
@@ -38,9 +38,8 @@ func BenchmarkMuxCall(b *testing.B) {
 }
 
 // BenchmarkStreamCall is BenchmarkMuxCall with a stream of its own per
-// request (what a peer without the mux gets, and what every request cost
-// before the seventeenth session): the stream's opening and protocol
-// negotiation on top of the request.
+// request (what a peer without the mux gets): the stream's opening and
+// protocol negotiation on top of the request.
 func BenchmarkStreamCall(b *testing.B) {
 	for _, p := range benchPayloads {
 		b.Run(p.name, func(b *testing.B) {

@@ -26,8 +26,8 @@ const ProtoMux = "/bedwe/rpc/1.0.0"
 
 // Mux sends requests to a peer over one long-lived stream instead of a
 // stream per request, and serves the requests peers send it that way
-// (issue 14: opening, negotiating and closing a stream per request was a
-// fifth of a node's CPU on a hop, in frames, TLS records and syscalls).
+// (opening, negotiating and closing a stream per request costs a fifth of
+// a node's CPU on a hop, in frames, TLS records and syscalls).
 // Each request has its own deadline and answer as with Call; what changes
 // is the framing:
 //
@@ -357,9 +357,9 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 		// The frame is still being written: the connection is stuck (a
 		// link cut while the connection looks open). The write goes on
 		// under the session's own timeout, and this caller gives up at
-		// its deadline as it would with a stream of its own: a stuck
-		// write held a submission past its client's deadline
-		// (reliability-core "Left undone" 15). Later requests open
+		// its deadline as it would with a stream of its own: waiting for
+		// a stuck write would hold a submission past its client's
+		// deadline. Later requests open
 		// another stream, as below for a silent one.
 		s.retire()
 		return nil, ctx.Err()

@@ -478,9 +478,9 @@ func TestMuxLateWriterLeavesTheSession(t *testing.T) {
 // TestMuxCallerLeavesItsStuckWrite: a request whose own frame cannot be
 // written (a connection stuck by a cut link while it looks open) gives up
 // at its deadline instead of waiting for the session's write timeout, and
-// the next request opens another session. Waiting held a submission past
-// its client's deadline while the origin asked a replica across a flapping
-// link (reliability-core "Left undone" 15).
+// the next request opens another session. Waiting would hold a submission
+// past its client's deadline while the origin asks a replica across a
+// flapping link.
 func TestMuxCallerLeavesItsStuckWrite(t *testing.T) {
 	m, server, sh := stallingMux(t)
 	ctx := context.Background()

@@ -1,6 +1,6 @@
-// Package importers turns the real-world load-shedding timetable shapes
-// described in SCHEDULES.md into bedwe schedules: the eskom-calendar slot
-// table CSVs (all three header variants), the eskom-calendar stage-change
+// Package importers turns real-world load-shedding timetable shapes into
+// bedwe schedules (docs/schedule-format.md, "Importers"): the
+// eskom-calendar slot table CSVs (all three header variants), the eskom-calendar stage-change
 // YAML timeline, the per-area API JSON (area and status answers) and the
 // daily feeder-cycle lines.
 //

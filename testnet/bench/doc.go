@@ -1,4 +1,4 @@
-// Package bench reproduces the experiments of the BEDWE paper (seed 002 §5)
+// Package bench reproduces the experiments of the BEDWE paper (its §5)
 // and replays real scientific workflows on a running testnet of real
 // `bedwe node` processes: it generates the workflows (sequences, one wide
 // FORK, nested FORKs), submits them through node/client, reads the

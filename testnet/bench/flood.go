@@ -28,7 +28,7 @@ import (
 	"github.com/bedwe/bedwe/testnet"
 )
 
-// ExpFlood is the overload experiment of issue 14: concurrent clients
+// ExpFlood is the overload experiment: concurrent clients
 // flood a testnet whose nodes run with small limits, and the bench checks
 // that every submission was accepted or refused as busy, that none was
 // lost and, from the services' own count, that no node ran more steps at
@@ -70,7 +70,7 @@ type FloodConfig struct {
 	Sample time.Duration
 }
 
-// DefaultFloodConfig is issue 14's flood (2,000 workflows from 8 clients,
+// DefaultFloodConfig is the standard flood (2,000 workflows from 8 clients,
 // 4 in flight each) with the limits of node/flood_test.go's TestFlood:
 // small on purpose, so that the flood reaches every one of them.
 func DefaultFloodConfig() FloodConfig {

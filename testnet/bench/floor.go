@@ -12,10 +12,10 @@ import (
 )
 
 // Floor is what one hop cannot go below on this machine, measured in the
-// same run as the hops it bounds (issue 14's target is a hop gap of at
-// most three floors): a 4 KiB write and fsync on the file system the
-// nodes journal to, and a libp2p stream round trip to a node on an open
-// connection.
+// same run as the hops it bounds (the target is a hop gap of at most
+// three floors, docs/benchmarks.md): a 4 KiB write and fsync on the file
+// system the nodes journal to, and a libp2p stream round trip to a node on
+// an open connection.
 type Floor struct {
 	// Fsync4K is the median of FloorSamples 4 KiB write+fsync calls.
 	Fsync4K time.Duration
@@ -42,10 +42,10 @@ func (f Floor) Hop() time.Duration { return f.Fsync4K + f.StreamRTT }
 // the ride is answered before any other guardian is released (node I3,
 // settleRiding); the step starts once the settle ended, while the ack
 // travels back. No gap between steps on two different nodes can be
-// shorter while the reliability core keeps that order (docs/bench/
-// targets.md). Until the thirty-third session this counted two commits
-// and two round trips, as if the backup's copy were written beside the
-// receiver's; it has ridden the release since the twentieth.
+// shorter while the reliability core keeps that order
+// (docs/benchmarks.md). It is three commits, not two, because the
+// backup's copy rides the release of the step before rather than being
+// written beside the receiver's.
 func (f Floor) HandOver() time.Duration { return 3*f.Commit4K + 2*f.StreamRTT + f.StreamRTT/2 }
 
 // MeasureFloor measures the floor beside the testnet: fsyncs and journal

@@ -61,10 +61,10 @@ func (res *Results) WriteMarkdown(w io.Writer, plots map[string]Plot, extra stri
 				ms(o.GapMedian), ms(o.GapP90), ms(o.GapMax), ms(o.Service), ms(o.StartDelay), ms(o.FinishDelay))
 		}
 		if fl := res.Floor; fl.Hop() > 0 {
-			f("\nFloor, measured in the same run (median of %d each): a 4 KiB write+fsync beside the journals %.2f ms, a libp2p ping round trip to a node %.2f ms; one of each %.2f ms. Issue 14's target for the gap median is 3 × that: %.2f ms.\n", FloorSamples,
+			f("\nFloor, measured in the same run (median of %d each): a 4 KiB write+fsync beside the journals %.2f ms, a libp2p ping round trip to a node %.2f ms; one of each %.2f ms. The target for the gap median is 3 × that: %.2f ms.\n", FloorSamples,
 				ms(fl.Fsync4K), ms(fl.StreamRTT), ms(fl.Hop()), 3*ms(fl.Hop()))
 			if fl.Commit4K > 0 {
-				f("A journal commit of 4 KiB (two fdatasyncs in bbolt) took %.2f ms; a hand-over's critical path holds three of them one after the other and two and a half round trips, %.2f ms at the floor (docs/bench/targets.md).\n",
+				f("A journal commit of 4 KiB (two fdatasyncs in bbolt) took %.2f ms; a hand-over's critical path holds three of them one after the other and two and a half round trips, %.2f ms at the floor (docs/benchmarks.md).\n",
 					ms(fl.Commit4K), ms(fl.HandOver()))
 			}
 		}

@@ -20,7 +20,7 @@ func Sequential(prefix string, n int) string {
 
 // ReadsNothing returns src with reads=() on every service (each step is
 // given no earlier output, so outputs and trace entries nobody ahead reads
-// may leave the pack; issue 14), in canonical form. src must parse.
+// may leave the pack), in canonical form. src must parse.
 func ReadsNothing(src string) (string, error) {
 	w, err := grammar.Parse("bench", []byte(src))
 	if err != nil {

@@ -1,0 +1,5 @@
+//go:build faults
+
+package tier
+
+const faults = true
