@@ -34,6 +34,7 @@ func main() {
 			testnetCommand(),
 			demoCommand(),
 			benchCommand(),
+			simCommand(),
 			// language tools
 			checkCommand(),
 			fmtCommand(),

@@ -1,0 +1,225 @@
+package core
+
+import (
+	"slices"
+
+	"github.com/bedwe/bedwe/node/sim"
+)
+
+// Node is one peer's protocol state: the registers it keeps as an
+// acceptor, the positions it holds, and the proposals it drives. It does
+// no I/O of its own: everything goes through the sim.Env it is handed.
+type Node struct {
+	cfg Config
+	env *sim.Env
+	// acc holds this node's acceptor registers by workflow.
+	acc map[uint64]*acceptor
+	// held holds the positions this node runs or waits to run.
+	held map[uint64]*holding
+	// props holds the proposals this node drives, by workflow.
+	props map[uint64]*proposal
+	// afterSync holds answers that may leave only once the journal is
+	// durable up to their LSN (persist before answering).
+	afterSync []deferred
+	// heard is when each peer was last heard from (for picking
+	// receivers among live peers).
+	heard map[sim.NodeID]sim.Time
+	// started holds the once steps this node journaled it started.
+	started map[StartRecord]bool
+}
+
+type deferred struct {
+	lsn sim.LSN
+	to  sim.NodeID
+	msg sim.Message
+}
+
+// New makes a node's machine with the given timing.
+func New(cfg Config) *Node { return &Node{cfg: cfg} }
+
+var _ sim.Machine = (*Node)(nil)
+
+// Timer keys: the workflow ID shifted left, and a kind in the low bits.
+const (
+	timerWatch  = iota + 1 // an acceptor checks its holder's silence
+	timerBeat              // a holder beats
+	timerRun               // a holder's service finished
+	timerResend            // a proposal sends again what is unanswered
+)
+
+func key(wf uint64, kind int) sim.TimerKey { return sim.TimerKey(wf<<3 | uint64(kind)) }
+
+// Boot implements sim.Machine: the registers come back from the journal;
+// held positions and proposals do not (their acceptors re-route them).
+func (n *Node) Boot(env *sim.Env, durable []any) {
+	n.env = env
+	n.acc = map[uint64]*acceptor{}
+	n.held = map[uint64]*holding{}
+	n.props = map[uint64]*proposal{}
+	n.heard = map[sim.NodeID]sim.Time{}
+	n.started = map[StartRecord]bool{}
+	for _, r := range durable {
+		switch rec := r.(type) {
+		case Record:
+			n.acc[rec.Workflow] = &acceptor{rec: rec, durable: true}
+		case StartRecord:
+			n.started[rec] = true
+		}
+	}
+	for _, wf := range sortedKeys(n.acc) {
+		a := n.acc[wf]
+		a.heard = env.Now()
+		n.watch(wf, a)
+	}
+}
+
+// Receive implements sim.Machine.
+func (n *Node) Receive(env *sim.Env, from sim.NodeID, m sim.Message) {
+	n.heard[from] = env.Now()
+	switch m := m.(type) {
+	case *Accept:
+		n.onAccept(from, m)
+	case *Prepare:
+		n.onPrepare(from, m)
+	case *Beat:
+		n.onBeat(from, m)
+	case *Accepted:
+		n.onAccepted(from, m)
+	case *Reject:
+		n.onReject(from, m)
+	case *Promise:
+		n.onPromise(from, m)
+	case *Take:
+		n.onTake(from, m)
+	case *Took:
+		n.onTook(from, m)
+	}
+}
+
+// Timer implements sim.Machine.
+func (n *Node) Timer(env *sim.Env, k sim.TimerKey) {
+	wf, kind := uint64(k)>>3, int(k&7)
+	switch kind {
+	case timerWatch:
+		n.onWatch(wf)
+	case timerBeat:
+		n.onBeatTimer(wf)
+	case timerRun:
+		n.onRan(wf)
+	case timerResend:
+		n.onResend(wf)
+	}
+}
+
+// Synced implements sim.Machine: answers waiting for the journal leave.
+func (n *Node) Synced(env *sim.Env, lsn sim.LSN) {
+	i := 0
+	for ; i < len(n.afterSync) && n.afterSync[i].lsn <= lsn; i++ {
+		d := n.afterSync[i]
+		env.Send(d.to, d.msg)
+	}
+	n.afterSync = n.afterSync[i:]
+	for _, wf := range sortedKeys(n.acc) {
+		if a := n.acc[wf]; a.lsn != 0 && a.lsn <= lsn {
+			a.durable = true
+		}
+	}
+	for _, wf := range sortedKeys(n.held) {
+		if h := n.held[wf]; h.startLSN != 0 && h.startLSN <= lsn && !h.started {
+			n.run(wf, h)
+		}
+	}
+}
+
+// persist journals an acceptor's register and returns the LSN an answer
+// must wait for.
+func (n *Node) persist(a *acceptor) sim.LSN {
+	lsn := n.env.Append(a.rec)
+	n.env.Sync()
+	a.lsn, a.durable = lsn, false
+	return lsn
+}
+
+// sendAfter sends m once the journal is durable up to lsn.
+func (n *Node) sendAfter(lsn sim.LSN, to sim.NodeID, m sim.Message) {
+	if bug(BugAnswerBeforeSync) {
+		n.env.Send(to, m)
+		return
+	}
+	n.afterSync = append(n.afterSync, deferred{lsn, to, m})
+}
+
+// pickReceiver chooses who runs the next position: a peer heard from
+// recently, other than those in avoid; any other peer if none was.
+func (n *Node) pickReceiver(avoid ...sim.NodeID) sim.NodeID {
+	now := n.env.Now()
+	var live, any []sim.NodeID
+	for i := range n.env.Nodes() {
+		id := sim.NodeID(i)
+		if slices.Contains(avoid, id) {
+			continue
+		}
+		any = append(any, id)
+		if t, ok := n.heard[id]; ok && now-t < 3*n.cfg.SuspectAfter || id == n.env.ID() {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		live = any
+	}
+	if len(live) == 0 {
+		return n.env.ID()
+	}
+	return live[n.env.Rand().IntN(len(live))]
+}
+
+// PickGroup chooses a workflow's acceptors: GroupSize nodes, one a zone
+// while zones last.
+func (n *Node) PickGroup() []sim.NodeID {
+	perm := n.env.Rand().Perm(n.env.Nodes())
+	var group []sim.NodeID
+	zones := map[int]bool{}
+	for _, i := range perm {
+		if len(group) == n.cfg.GroupSize {
+			break
+		}
+		if z := n.env.ZoneOf(sim.NodeID(i)); !zones[z] {
+			zones[z] = true
+			group = append(group, sim.NodeID(i))
+		}
+	}
+	for _, i := range perm {
+		if len(group) == n.cfg.GroupSize {
+			break
+		}
+		if !slices.Contains(group, sim.NodeID(i)) {
+			group = append(group, sim.NodeID(i))
+		}
+	}
+	return group
+}
+
+// Submit starts a workflow at this node, its origin: it proposes the
+// first position under the first ballot and tells the client (Report
+// "acked") once a majority of the acceptors holds it.
+func (n *Node) Submit(w *Workflow) {
+	group := n.PickGroup()
+	v := Value{
+		Token:  Token{Ballot: Ballot{Epoch: 1, Node: n.env.ID()}, Pos: 0},
+		Holder: n.pickReceiver(),
+		Pack:   &Pack{Workflow: w},
+	}
+	if len(w.Steps) == 0 {
+		v.End, v.Holder = Done, -1
+	}
+	n.propose(w.ID, group, v, purposeSubmit)
+}
+
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,380 @@
+// Package explore runs the protocol core (node/core) on the deterministic
+// simulator (node/sim) under a seeded workload and fault schedule, and
+// checks every run.
+//
+// A run has two phases. In the fault phase, workflows are submitted while
+// nodes are killed, restarted, paused, cut off one way or both, and whole
+// zones lose power. Then faults stop: every link heals, every node that is
+// down restarts, and the run goes on for a convergence window.
+//
+// What the checker holds every run to, counted from what happened (the
+// services' own invocation records and the durable journals), not from
+// what nodes say:
+//   - once: a step marked once runs at most once, ever.
+//   - one holder a token: no two executions share a workflow and token.
+//   - durable before start: a step starts only under a token that a
+//     majority of its workflow's acceptors had durably accepted.
+//   - a superseded chain stops: no execution under a ballot after a higher
+//     ballot was chosen for an earlier position of that workflow.
+//   - nothing after the end: once a workflow's end is chosen, no running
+//     position is chosen after it, and every end chosen agrees (the same
+//     end and the fault-free result).
+//   - ended (liveness): every workflow acknowledged to its client ends
+//     (done, or failed because a once step's holder was lost) within the
+//     convergence window after faults stop.
+//
+// The same seed gives the same run: Result.Hash is the trace hash.
+package explore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bedwe/bedwe/node/core"
+	"github.com/bedwe/bedwe/node/sim"
+)
+
+// Options shape the runs; the zero value of a field takes its default.
+type Options struct {
+	Nodes, Zones int
+	// Workflows is how many workflows a seed submits.
+	Workflows int
+	// Faults is how many faults a seed injects.
+	Faults int
+	// FaultWindow is how long faults go on; Converge how long the run goes
+	// on after they stop.
+	FaultWindow, Converge sim.Time
+	// Loss and Dup are the network's loss and duplication rates.
+	Loss, Dup float64
+	// Trace, when set, receives one line per dispatched event.
+	Trace func(at sim.Time, line string)
+}
+
+func (o *Options) defaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 12
+	}
+	if o.Zones == 0 {
+		o.Zones = 3
+	}
+	if o.Workflows == 0 {
+		o.Workflows = 6
+	}
+	if o.Faults == 0 {
+		o.Faults = 4
+	}
+	if o.FaultWindow == 0 {
+		o.FaultWindow = 15 * time.Second
+	}
+	if o.Converge == 0 {
+		o.Converge = 30 * time.Second
+	}
+}
+
+// Result is one seed's run.
+type Result struct {
+	Seed       uint64   `json:"seed"`
+	Hash       string   `json:"hash"`
+	Events     uint64   `json:"events"`
+	Workflows  int      `json:"workflows"`
+	Acked      int      `json:"acked"`
+	Done       int      `json:"done"`
+	Failed     int      `json:"failed_once"`
+	Executions int      `json:"executions"`
+	Reruns     int      `json:"reruns"`
+	Faults     int      `json:"faults"`
+	Violations []string `json:"violations,omitempty"`
+}
+
+// Run runs one seed: its drawn workload and fault schedule.
+func Run(seed uint64, o Options) Result {
+	o.defaults()
+	return run(seed, o, func(s *sim.Sim, chk *checker) {
+		w := s.WorkloadRand()
+		for i := range o.Workflows {
+			wf := &core.Workflow{ID: uint64(i + 1)}
+			for j := range 3 + w.IntN(6) {
+				wf.Steps = append(wf.Steps, core.Step{
+					Service:  fmt.Sprintf("s%d", j),
+					Once:     w.IntN(4) == 0,
+					Duration: time.Duration(20+w.IntN(280)) * time.Millisecond,
+				})
+			}
+			at := time.Duration(w.Int64N(int64(o.FaultWindow)))
+			submit(s, chk, wf, sim.NodeID(w.IntN(o.Nodes)), at)
+		}
+		scheduleFaults(s, o)
+	})
+}
+
+// run sets up a simulated mesh with its checker, lets setup place the
+// workload and the faults, heals everything when the fault window ends,
+// and checks the run once it has converged.
+func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
+	chk := newChecker()
+	cfg := core.DefaultConfig()
+	s := sim.New(sim.Config{
+		Seed: seed, Nodes: o.Nodes, Zones: o.Zones,
+		Net:        sim.NetConfig{MinDelay: 200 * time.Microsecond, MeanDelay: 2 * time.Millisecond, Loss: o.Loss, Dup: o.Dup},
+		Disk:       sim.DiskConfig{SyncMin: 300 * time.Microsecond, SyncMean: 1 * time.Millisecond},
+		NewMachine: func(sim.NodeID) sim.Machine { return core.New(cfg) },
+		OnDurable: func(node sim.NodeID, rec any) {
+			if r, ok := rec.(core.Record); ok {
+				chk.durable(node, r)
+			}
+		},
+		OnEvent: o.Trace,
+	})
+	s.World.OnExecute = chk.execute
+	s.World.OnReport = chk.report
+	setup(s, chk)
+	s.At(o.FaultWindow, func() {
+		s.HealAll()
+		for i := range o.Nodes {
+			s.Restart(sim.NodeID(i))
+		}
+	})
+	s.Run(o.FaultWindow + o.Converge)
+	chk.end()
+	r := Result{
+		Seed: seed, Hash: fmt.Sprintf("%016x", s.Hash()), Events: s.Events(),
+		Workflows: len(chk.workflows), Acked: len(chk.acked), Executions: len(s.World.Executions),
+		Faults: len(s.World.Faults), Violations: chk.violations,
+	}
+	for id := range chk.acked {
+		switch chk.ended[id] {
+		case core.Done:
+			r.Done++
+		case core.Failed:
+			r.Failed++
+		}
+	}
+	seen := map[string]bool{}
+	for _, x := range s.World.Executions {
+		k := fmt.Sprintf("%d/%d", x.Workflow, x.Pos)
+		if seen[k] {
+			r.Reruns++
+		}
+		seen[k] = true
+	}
+	return r
+}
+
+// submit has a client submit wf at time at through origin, or through the
+// next node that is up (a client tries another node when one is down).
+func submit(s *sim.Sim, chk *checker, wf *core.Workflow, origin sim.NodeID, at sim.Time) {
+	chk.workflows[wf.ID] = wf
+	s.At(at, func() {
+		for k := range s.Nodes() {
+			id := sim.NodeID((int(origin) + k) % s.Nodes())
+			if m := s.Machine(id); m != nil {
+				m.(*core.Node).Submit(wf)
+				return
+			}
+		}
+	})
+}
+
+// scheduleFaults draws o.Faults faults inside the fault window.
+func scheduleFaults(s *sim.Sim, o Options) {
+	f := s.FaultRand()
+	ms := func(lo, hi int) sim.Time { return time.Duration(lo+f.IntN(hi-lo)) * time.Millisecond }
+	for range o.Faults {
+		at := time.Duration(f.Int64N(int64(o.FaultWindow)))
+		id := sim.NodeID(f.IntN(o.Nodes))
+		switch k := f.IntN(10); {
+		case k < 4: // a kill, restarted later
+			back := at + ms(200, 8000)
+			s.At(at, func() { s.Kill(id) })
+			s.At(back, func() { s.Restart(id) })
+		case k < 6: // a pause
+			d := ms(500, 4000)
+			s.At(at, func() { s.Pause(id, d) })
+		case k < 7: // a one-way cut between two nodes
+			to := sim.NodeID(f.IntN(o.Nodes))
+			heal := at + ms(500, 8000)
+			s.At(at, func() { s.Cut(id, to) })
+			s.At(heal, func() { s.Heal(id, to) })
+		case k < 9: // a node cut off both ways
+			heal := at + ms(500, 8000)
+			s.At(at, func() { s.Isolate(id) })
+			s.At(heal, func() {
+				for j := range o.Nodes {
+					s.Heal(id, sim.NodeID(j))
+					s.Heal(sim.NodeID(j), id)
+				}
+			})
+		default: // a zone's power cut, every node of it at once
+			z := f.IntN(o.Zones)
+			back := at + ms(1000, 10000)
+			s.At(at, func() { s.KillZone(z) })
+			s.At(back, func() {
+				for j := range o.Nodes {
+					if s.Zone(sim.NodeID(j)) == z {
+						s.Restart(sim.NodeID(j))
+					}
+				}
+			})
+		}
+	}
+}
+
+// checker holds a run to the package's invariants.
+type checker struct {
+	workflows map[uint64]*core.Workflow
+	// accepted[wf][token] is the set of acceptors that ever durably held
+	// that token; chosenAt is when it reached a majority.
+	accepted map[uint64]map[core.Token]map[sim.NodeID]bool
+	chosen   map[uint64]map[core.Token]core.Value
+	groups   map[uint64][]sim.NodeID
+	// ran[wf][token] counts executions; once[wf][pos] those of once steps.
+	ran        map[uint64]map[string]int
+	once       map[uint64]map[int]int
+	acked      map[uint64]bool
+	ended      map[uint64]core.End
+	endTok     map[uint64]core.Token
+	violations []string
+	// onExecute, when set, is told of every execution (a scenario's
+	// triggers).
+	onExecute func(sim.Execution)
+}
+
+func newChecker() *checker {
+	return &checker{
+		workflows: map[uint64]*core.Workflow{},
+		accepted:  map[uint64]map[core.Token]map[sim.NodeID]bool{},
+		chosen:    map[uint64]map[core.Token]core.Value{},
+		groups:    map[uint64][]sim.NodeID{},
+		ran:       map[uint64]map[string]int{},
+		once:      map[uint64]map[int]int{},
+		acked:     map[uint64]bool{},
+		ended:     map[uint64]core.End{},
+		endTok:    map[uint64]core.Token{},
+	}
+}
+
+func (c *checker) violate(format string, args ...any) {
+	if len(c.violations) < 20 {
+		c.violations = append(c.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *checker) durable(node sim.NodeID, rec core.Record) {
+	if !rec.Has {
+		return
+	}
+	wf, tok := rec.Workflow, rec.Value.Token
+	c.groups[wf] = rec.Group
+	if c.accepted[wf] == nil {
+		c.accepted[wf] = map[core.Token]map[sim.NodeID]bool{}
+		c.chosen[wf] = map[core.Token]core.Value{}
+	}
+	set := c.accepted[wf][tok]
+	if set == nil {
+		set = map[sim.NodeID]bool{}
+		c.accepted[wf][tok] = set
+	}
+	set[node] = true
+	if _, done := c.chosen[wf][tok]; done || len(set) < len(rec.Group)/2+1 {
+		return
+	}
+	v := rec.Value
+	c.chosen[wf][tok] = v
+	if end, ok := c.ended[wf]; ok {
+		if v.End == core.Running && tok.Compare(c.endTok[wf]) > 0 {
+			c.violate("workflow %d: position %d chosen under %s after its end was chosen under %s", wf, tok.Pos, tok, c.endTok[wf])
+		}
+		if v.End != core.Running && v.End != end {
+			c.violate("workflow %d: two different ends chosen (%d under %s, %d under %s)", wf, end, c.endTok[wf], v.End, tok)
+		}
+	}
+	if v.End != core.Running {
+		if _, ok := c.ended[wf]; !ok {
+			c.ended[wf], c.endTok[wf] = v.End, tok
+		}
+		if v.End == core.Done {
+			if got, want := strings.Join(v.Pack.Outputs, " "), c.expected(wf); got != want {
+				c.violate("workflow %d: result %q, want %q", wf, got, want)
+			}
+		}
+	}
+}
+
+func (c *checker) expected(wf uint64) string {
+	w := c.workflows[wf]
+	out := make([]string, len(w.Steps))
+	for i, s := range w.Steps {
+		out[i] = core.Output(s, i)
+	}
+	return strings.Join(out, " ")
+}
+
+func (c *checker) execute(x sim.Execution) {
+	if c.onExecute != nil {
+		defer c.onExecute(x)
+	}
+	if c.ran[x.Workflow] == nil {
+		c.ran[x.Workflow] = map[string]int{}
+		c.once[x.Workflow] = map[int]int{}
+	}
+	// Two holders of one token: a holder that restarts may run its
+	// position again (not a once step: the once count catches that), but
+	// no other node may.
+	k := fmt.Sprintf("%s@%d", x.Token, x.Node)
+	c.ran[x.Workflow][k]++
+	if c.ran[x.Workflow][k] == 1 {
+		c.ran[x.Workflow][x.Token]++
+		if n := c.ran[x.Workflow][x.Token]; n > 1 {
+			c.violate("workflow %d: token %s ran at %d nodes (node %d at %v)", x.Workflow, x.Token, n, x.Node, x.At)
+		}
+	}
+	if x.Once {
+		c.once[x.Workflow][x.Pos]++
+		if n := c.once[x.Workflow][x.Pos]; n > 1 {
+			c.violate("workflow %d: once step %d (%s) ran %d times (node %d at %v)", x.Workflow, x.Pos, x.Service, n, x.Node, x.At)
+		}
+	}
+	var tok core.Token
+	for t := range c.chosen[x.Workflow] {
+		if t.String() == x.Token {
+			tok = t
+			goto found
+		}
+	}
+	c.violate("workflow %d: step %d started at node %d at %v under %s, which no majority had durably accepted", x.Workflow, x.Pos, x.Node, x.At, x.Token)
+	return
+found:
+	for t, v := range c.chosen[x.Workflow] {
+		if t.Ballot.Compare(tok.Ballot) > 0 && t.Pos < tok.Pos && v.End == core.Running {
+			c.violate("workflow %d: superseded chain went on: step %d ran under %s after %s was chosen", x.Workflow, x.Pos, tok, t)
+		}
+	}
+}
+
+func (c *checker) report(r sim.Report) {
+	if r.Kind == "acked" {
+		c.acked[r.Workflow] = true
+	}
+}
+
+// end checks liveness once the convergence window is over.
+func (c *checker) end() {
+	for id := range c.acked {
+		if _, ok := c.ended[id]; !ok {
+			c.violate("workflow %d: acknowledged but not ended %s after faults stopped", id, "within the convergence window")
+		}
+		if c.ended[id] == core.Failed && !hasOnce(c.workflows[id]) {
+			c.violate("workflow %d: failed without a once step", id)
+		}
+	}
+}
+
+func hasOnce(w *core.Workflow) bool {
+	for _, s := range w.Steps {
+		if s.Once {
+			return true
+		}
+	}
+	return false
+}
