@@ -47,7 +47,7 @@ type ActivityJoin struct {
 }
 
 func (n *Node) activity() Activity {
-	a := Activity{Updated: time.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, JoinInfo: []ActivityJoin{}, Origins: []string{}}
+	a := Activity{Updated: n.clock.Now().UTC(), Draining: n.draining.Load(), Held: []ActivityHeld{}, Joins: []string{}, JoinInfo: []ActivityJoin{}, Origins: []string{}}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, s := range n.helds.all() {
@@ -98,14 +98,14 @@ func (n *Node) activity() Activity {
 // held, only a touch (touchActivity: work added, a drain) can change what
 // the file says, so the loop waits for one (a wake-up costs idle CPU).
 func (n *Node) activityLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
+	tick := n.clock.NewTicker(time.Second)
 	defer tick.Stop()
 	path := filepath.Join(n.cfg.DataDir, "activity.json")
 	var last []byte
 	empty := false
 	for first := true; ; first = false {
 		if !first {
-			ticks := tick.C
+			ticks := tick.Chan()
 			if empty {
 				ticks = nil
 			}
@@ -114,7 +114,7 @@ func (n *Node) activityLoop(ctx context.Context) {
 				return
 			case <-ticks:
 			case <-n.activityChanged:
-				time.Sleep(50 * time.Millisecond) // coalesce bursts
+				n.clock.Sleep(50 * time.Millisecond) // coalesce bursts
 			}
 		}
 		n.activityPasses.Add(1)

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -92,15 +91,15 @@ func (n *Node) beatLoop(ctx context.Context) {
 	// lingering are conns whose peer is no longer a target, kept for
 	// beatLinger with their stream (beatConn).
 	lingering := map[peer.ID]*beatConn{}
-	tick := time.NewTicker(n.cfg.Heartbeat.Interval)
+	tick := n.clock.NewTicker(n.cfg.Heartbeat.Interval)
 	defer tick.Stop()
 	// Idle (nothing held, nothing to beat to) the loop waits for
 	// beatsChanged, with a slow timer as a safety net, instead of waking
 	// every beat interval.
-	idle := time.NewTimer(idleBeatCheck)
+	idle := n.clock.NewTimer(idleBeatCheck)
 	defer idle.Stop()
 	for {
-		ticks := tick.C
+		ticks := tick.Chan()
 		if len(conns) == 0 && n.helds.len() == 0 {
 			ticks = nil
 			idle.Reset(idleBeatCheck)
@@ -116,11 +115,11 @@ func (n *Node) beatLoop(ctx context.Context) {
 			}
 			return
 		case <-ticks:
-		case <-idle.C:
+		case <-idle.Chan():
 		case <-n.beatsChanged:
 		}
 		targets := n.beatTargets()
-		now := time.Now()
+		now := n.clock.Now()
 		for id, c := range conns {
 			if _, ok := targets[id]; !ok {
 				c.cancel()
@@ -163,7 +162,7 @@ func (n *Node) startBeating(ctx context.Context, c *beatConn) {
 	prev, done := c.done, make(chan struct{})
 	c.cancel, c.done, c.idleSince = cancel, done, time.Time{}
 	c.mu.Lock()
-	c.lastOK = time.Now()
+	c.lastOK = n.clock.Now()
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -209,18 +208,18 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 			}
 			c.s = st
 		}
-		_ = c.s.SetWriteDeadline(time.Now().Add(interval * 4))
+		_ = c.s.SetWriteDeadline(n.clock.Now().Add(interval * 4))
 		if err := pack.WriteFrame(c.s, n.beatFrame(c.s, target)); err != nil {
 			_ = c.s.Reset()
 			c.s = nil
 			return nil
 		}
 		c.mu.Lock()
-		c.lastOK = time.Now()
+		c.lastOK = n.clock.Now()
 		c.mu.Unlock()
 		return nil
 	}
-	b, err := heartbeat.StartBeater(ctx, clockwork.NewRealClock(), interval, send)
+	b, err := heartbeat.StartBeater(ctx, n.clock, interval, send)
 	if err != nil {
 		n.log.Error("heartbeat", "peer", rpc.ShortID(c.id), "err", err)
 		return
@@ -228,7 +227,7 @@ func (n *Node) beatTo(ctx context.Context, c *beatConn) {
 	<-ctx.Done()
 	b.Stop()
 	if c.s != nil && n.ctx.Err() == nil {
-		_ = c.s.SetWriteDeadline(time.Now().Add(interval))
+		_ = c.s.SetWriteDeadline(n.clock.Now().Add(interval))
 		if err := pack.WriteFrame(c.s, n.beatFrame(c.s, target)); err != nil {
 			_ = c.s.Reset()
 			c.s = nil
@@ -242,7 +241,7 @@ func (n *Node) serveBeat(s network.Stream) {
 	from := remote.String()
 	defer s.Reset()
 	for {
-		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_ = s.SetReadDeadline(n.clock.Now().Add(30 * time.Second))
 		frame, err := pack.ReadFrame(s, maxBeatFrame)
 		if err != nil {
 			return
@@ -258,7 +257,7 @@ func (n *Node) serveBeat(s network.Stream) {
 // whose guardians has taken a beat for GuardianLoss (when the machine
 // allows it: not once the settle list is taken, H3).
 func (n *Node) checkGuardians(conns map[peer.ID]*beatConn) {
-	now := time.Now()
+	now := n.clock.Now()
 	for _, s := range n.helds.all() {
 		m := s.view()
 		if !m.MayRecruit() || now.Sub(s.recruitedAt()) < n.cfg.GuardianLoss {
@@ -359,7 +358,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 		n.ev.Emit(events.Event{Type: events.ConfirmFailed, Peer: key, Reason: "not connected"})
 		return false
 	}
-	start := time.Now()
+	start := n.clock.Now()
 	reason, detail := "ping timeout", ""
 	rtt, err := rpc.Ping(ctx, n.host, id)
 	switch {
@@ -371,7 +370,7 @@ func (n *Node) confirmAlive(ctx context.Context, key string) bool {
 	case ctx.Err() == nil:
 		reason, detail = "ping failed", err.Error()
 	}
-	took := time.Since(start).Round(time.Millisecond)
+	took := n.clock.Since(start).Round(time.Millisecond)
 	if n.dropStaleWatch(key) {
 		n.log.Info("dropped a stale watch", "peer", rpc.ShortID(id), "after", reason)
 		return false
@@ -437,7 +436,7 @@ type reconcileKey struct {
 // records that it is.
 func (n *Node) reconcileDue(holder peer.ID) bool {
 	k := reconcileKey{n, holder}
-	now := time.Now()
+	now := n.clock.Now()
 	for {
 		last, loaded := reconcileLast.LoadOrStore(k, now)
 		if !loaded {
@@ -482,7 +481,7 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 	hid := holder.String()
 	// A copy younger than FirstBeatTimeout may be of work the holder has
 	// acked but not registered yet; it is asked about next time.
-	settled := time.Now().Add(-n.cfg.FirstBeatTimeout)
+	settled := n.clock.Now().Add(-n.cfg.FirstBeatTimeout)
 	for _, g := range n.guards.holding(hid) {
 		if c := g.Watched(); c.Since.Before(settled) {
 			copies = append(copies, copyRef{c.Key, c.Attempt})
@@ -504,7 +503,7 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 		if rep.NeverTook {
 			// G10: nobody took the step there; the machine decides.
 			n.log.Info("the holder never took this step (it refused it as unsettled)", "peer", rpc.ShortID(holder), "key", c.key, "attempt", c.attempt)
-			rd, err := n.stepGuard(c.key, guard.NeverTook{Holder: hid, Attempt: c.attempt, At: time.Now().UTC(),
+			rd, err := n.stepGuard(c.key, guard.NeverTook{Holder: hid, Attempt: c.attempt, At: n.clock.Now().UTC(),
 				Why: "holder " + rpc.ShortID(holder) + " never took it (refused the hand-over as unsettled)"})
 			if err != nil {
 				n.log.Error("step guard", "event", "NeverTook", "key", c.key, "err", err)
@@ -533,7 +532,7 @@ func (n *Node) reconcileHolder(ctx context.Context, holder peer.ID) {
 // dropGuardIf drops the guard copy under key if it still names holder at
 // attempt, as a release at that attempt would, and reports whether it did.
 func (n *Node) dropGuardIf(key, holder string, attempt int) bool {
-	rd, err := n.stepGuard(key, guard.MovedOn{Holder: holder, Attempt: attempt, At: time.Now().UTC()})
+	rd, err := n.stepGuard(key, guard.MovedOn{Holder: holder, Attempt: attempt, At: n.clock.Now().UTC()})
 	if err != nil {
 		n.log.Error("drop guard copy", "key", key, "err", err)
 		return false

@@ -121,7 +121,7 @@ func newFakeHolderFunc(t *testing.T, nf api.NodeFile, reply func() api.GuardRepl
 	t.Helper()
 	h, id := rawHost(t, nf)
 	f := &fakeHolder{h: h, node: id, asked: make(chan api.HeldAddWatcher, 16)}
-	rpc.Serve(h, api.ProtoHeldAddWatcher, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(h, nil, api.ProtoHeldAddWatcher, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		var m api.HeldAddWatcher
 		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
 			return nil
@@ -357,7 +357,7 @@ func TestActingBackupTellsPrimaryOfReroute(t *testing.T) {
 	nf := startGuardian(t, lines)
 	primary := p2ptest.Host(t)
 	questions := make(chan api.GuardStatus, 16)
-	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(primary, nil, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		var m api.GuardStatus
 		if err := rpc.Dec.Unmarshal(req, &m); err == nil {
 			select {
@@ -447,7 +447,7 @@ func TestBackupWaitsForAPrimaryHandingTheStep(t *testing.T) {
 	const handingAnswers = 2
 	questions := make(chan api.GuardStatus, 64)
 	var asked atomic.Int32
-	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(primary, nil, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		var m api.GuardStatus
 		if err := rpc.Dec.Unmarshal(req, &m); err != nil || m.Rerouting {
 			return rpc.MustCBOR(api.GuardReply{OK: true})
@@ -498,7 +498,7 @@ func TestSupersededChainCopyNotRerouted(t *testing.T) {
 			nf := startGuardianWith(t, lines, fmt.Sprintf("version: 1\nrecord: %s\npatterns:\n  - {match: \"S*\", kind: echo}\n", recFile))
 			g := p2ptest.Host(t)
 			probes := make(chan api.GuardRelease, 16)
-			rpc.Serve(g, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+			rpc.Serve(g, nil, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 				var m api.GuardRelease
 				if err := rpc.Dec.Unmarshal(req, &m); err != nil {
 					return nil

@@ -84,7 +84,7 @@ func cancelKeys(c cancelMsg) []string {
 func (n *Node) applyCancel(c cancelMsg) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := time.Now()
+	now := n.clock.Now()
 	for k, at := range n.cancelled {
 		if now.Sub(at) > cancelMemory {
 			delete(n.cancelled, k)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/bedwe/bedwe/node/api"
@@ -50,11 +49,11 @@ func (n *Node) newBulkhead() error {
 // node fills up or frees up, at most every capacityPokeEvery; a change
 // within that time is announced at its end (the last state counts).
 func (n *Node) capacityChanged() {
-	now := time.Now().UnixNano()
+	now := n.clock.Now().UnixNano()
 	last := n.capacityPoked.Load()
 	if wait := last + int64(capacityPokeEvery) - now; wait > 0 {
 		if n.capacityLater.CompareAndSwap(false, true) {
-			time.AfterFunc(time.Duration(wait), func() {
+			n.clock.AfterFunc(time.Duration(wait), func() {
 				n.capacityLater.Store(false)
 				n.capacityChanged()
 			})
@@ -104,9 +103,9 @@ func (n *Node) acquireSlot(ctx context.Context, p *pack.Pack, svc service.Servic
 // refusals from every candidate, before trying them again: 50 ms doubling
 // to 1 s, jittered (half to all of it) so refused senders do not return
 // together.
-func busyBackoff(round int) time.Duration {
+func (n *Node) busyBackoff(round int) time.Duration {
 	ceil := min(50*time.Millisecond<<min(round, 5), time.Second)
-	return ceil/2 + rand.N(ceil/2+1)
+	return ceil/2 + n.rand.DurationN(ceil/2+1)
 }
 
 // errBusy marks a refusal because this node is at a limit (api.CodeBusy).

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/breaker"
+	"github.com/bedwe/bedwe/node/env"
 	"github.com/bedwe/bedwe/node/held"
 	"github.com/bedwe/bedwe/node/service"
 	"github.com/bedwe/bedwe/pack"
@@ -35,7 +37,7 @@ func choiceNode(b testing.TB, peers int) *Node {
 	cfg := TestnetConfig()
 	cfg.Zone, cfg.DataDir = "z0", b.TempDir()
 	cfg.fillDefaults()
-	n := &Node{host: h, selfID: h.ID().String(), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker), returned: make(chan struct{})}
+	n := &Node{clock: clockwork.NewRealClock(), rand: env.NewRand(1), host: h, selfID: h.ID().String(), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), services: reg, breakers: breaker.New(cfg.Breaker), returned: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx = ctx
 	b.Cleanup(func() { cancel(); n.wg.Wait() })

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bedwe/bedwe/breaker"
 	"github.com/bedwe/bedwe/heartbeat"
+	"github.com/bedwe/bedwe/node/env"
 	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/outage"
 	"github.com/bedwe/bedwe/schedule"
@@ -142,6 +143,13 @@ type Config struct {
 	// gives every node the same virtual clock so a day of load shedding
 	// plays in minutes. Only timetable decisions read it.
 	Clock schedule.VirtualClock
+	// Env is the clock and the random source the node's protocol runs on:
+	// every timer, timestamp, sleep and random choice of package node, of
+	// its RPC mux and journal, and the services' step timeouts come from
+	// it (a simulator gives a fake clock and a seeded source). The zero value is env.Real(): the wall clock and a
+	// source seeded from crypto/rand; a part left nil is filled the same
+	// way. The timetable clock above maps Env's time, not the wall clock.
+	Env env.Env
 	// Routing says whether peer choice and drain follow the timetable.
 	Routing Routing
 	// EventsFile, when set, is where the node appends its reliability
@@ -328,6 +336,7 @@ func (c *Config) fillDefaults() {
 	if c.DefaultStepTimeout <= 0 {
 		c.DefaultStepTimeout = d.DefaultStepTimeout
 	}
+	c.Env = c.Env.OrReal()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

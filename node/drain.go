@@ -46,14 +46,14 @@ func (n *Node) drainPoll() time.Duration {
 
 // drainLoop starts and ends drains as the timetable says.
 func (n *Node) drainLoop(ctx context.Context) {
-	tick := time.NewTicker(n.drainPoll())
+	tick := n.clock.NewTicker(n.drainPoll())
 	defer tick.Stop()
 	for {
 		n.checkDrain()
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-n.drainKick:
 		}
 	}
@@ -77,7 +77,7 @@ func (n *Node) checkDrain() {
 	}
 	realCut := n.tt.clock.RealAt(cutAt)
 	n.log.Warn("draining before a power cut", "zone", n.cfg.Zone,
-		"cut_at", cutAt.Format(time.RFC3339), "in", time.Until(realCut).Round(time.Millisecond))
+		"cut_at", cutAt.Format(time.RFC3339), "in", n.clock.Until(realCut).Round(time.Millisecond))
 	n.spawn(func(ctx context.Context) { n.drain(ctx, cutAt) })
 }
 
@@ -175,7 +175,7 @@ func (n *Node) handBackSteps(ctx context.Context, cutAt time.Time) {
 		since := s.since
 		s.rt.Unlock()
 		expected := view.Expected(head.Name, n.tt.clock.Virtual(head.Expect()))
-		ran := n.tt.clock.Virtual(time.Since(since))
+		ran := n.tt.clock.Virtual(n.clock.Since(since))
 		if now.Add(max(expected-ran, 0) + view.Config().Margin).Before(cutAt) {
 			continue // it ends in time and is forwarded as usual
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +36,7 @@ func (n *Node) registerProtocols() {
 	n.calls.Serve(api.ProtoDeliver, api.MaxControlFrame, to, n.handleDeliver)
 	n.calls.Serve(api.ProtoOrigin, api.MaxControlFrame, to, n.handleOrigin)
 	n.calls.Serve(api.ProtoOriginProgress, api.MaxControlFrame, to, n.handleProgress)
-	rpc.Serve(n.host, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
+	rpc.Serve(n.host, n.clock, api.ProtoClient, api.MaxControlFrame, to, n.handleClient)
 	n.serveGuard()
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeat), n.serveBeat)
 	n.host.SetStreamHandler(protocol.ID(api.ProtoBeatKeys), n.serveBeat)
@@ -132,7 +131,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		rec.Guardians = append(rec.Guardians, backup)
 	}
 	ride := n.rideFor(rec, backup, rideKey, ridePeers)
-	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec))
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec), n.clock.Now())
 	if !fresh {
 		// The same attempt handed here again (a sender whose first
 		// hand-off timed out tried again): answer as the first one ends.
@@ -185,7 +184,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 	var takenBy takenError
 	// Every settle of this hand-over ends within acceptSettleBudget, the
 	// fallback after an unanswered ride included: the sender is waiting.
-	settleCtx := withSettleDeadline(ctx, time.Now().Add(acceptSettleBudget))
+	settleCtx := withSettleDeadline(ctx, n.clock.Now().Add(acceptSettleBudget))
 	answers, err := n.settleMissing(settleCtx, p.Attempt, p.Settle, n.successorOf(p), ride)
 	if errors.Is(err, errRideUnanswered) {
 		// The backup did not answer the copy it was sent with its
@@ -241,7 +240,7 @@ func (n *Node) accept(ctx context.Context, p *pack.Pack, raw []byte) api.Ack {
 		n.log.Warn("refusing work of a superseded chain", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID))
 		return refuse(api.CodeSuperseded, fmt.Sprintf("workflow %s: a guardian re-routed an earlier step; this chain stops at peer %s", p.WorkflowID, rpc.ShortID(n.host.ID())))
 	case r.Code == held.CodeUnsettled:
-		n.unsettled.put(rec.Key, time.Now(), struct{}{})
+		n.unsettled.put(rec.Key, n.clock.Now(), struct{}{})
 		n.log.Warn("refusing an unsettled hand-over", "workflow", p.WorkflowID, "step", head.Name, "path", head.Path, "from", rpc.ShortIDString(p.Sender.ID), "err", r.Error)
 		return refuse(api.CodeUnsettled, fmt.Sprintf("workflow %s: at peer %s: %s", p.WorkflowID, rpc.ShortID(n.host.ID()), r.Error))
 	case !r.OK:
@@ -313,7 +312,7 @@ func (n *Node) noteNewerAttempt(key string, attempt int) {
 	if n.guards.view(key).Empty() {
 		return // nothing guarded here: no machine to step
 	}
-	rd, err := n.stepGuard(key, guard.NewerAttempt{Attempt: attempt, At: time.Now().UTC()})
+	rd, err := n.stepGuard(key, guard.NewerAttempt{Attempt: attempt, At: n.clock.Now().UTC()})
 	if err != nil {
 		n.log.Error("step guard", "event", "NewerAttempt", "key", key, "err", err)
 		return
@@ -387,7 +386,7 @@ func (n *Node) acceptedBefore(ctx context.Context, s *heldSlot, p *pack.Pack) (a
 		select {
 		case <-ctx.Done():
 			return api.Ack{Code: api.CodeInternal, Error: fmt.Sprintf("workflow %s: peer %s is still taking this step", p.WorkflowID, rpc.ShortID(n.host.ID()))}, false
-		case <-time.After(20 * time.Millisecond):
+		case <-n.clock.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -666,18 +665,18 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 			if ceil > bmax || ceil <= 0 {
 				ceil = bmax
 			}
-			wait := time.Duration(rand.Int64N(int64(ceil)) + 1)
+			wait := time.Duration(n.rand.Int64N(int64(ceil)) + 1)
 			select {
 			case <-ctx.Done():
 				return nil, trace, errCancelled
-			case <-time.After(wait):
+			case <-n.clock.After(wait):
 			}
 		}
 		release, err := n.acquireSlot(ctx, p, svc)
 		if err != nil {
 			return nil, trace, err
 		}
-		start := time.Now()
+		start := n.clock.Now()
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if deadline {
 			actx, cancel = context.WithTimeout(ctx, timeout)
@@ -689,7 +688,7 @@ func (n *Node) execute(ctx context.Context, p *pack.Pack) (json.RawMessage, []pa
 		cancel()
 		entry := pack.TraceEntry{
 			Path: head.Path, Service: head.Name, Peer: n.selfID, Zone: n.cfg.Zone,
-			Start: start.UTC(), End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeOK,
+			Start: start.UTC(), End: n.clock.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeOK,
 		}
 		if l := head.Label(); l != head.Name {
 			entry.Label = l
@@ -836,7 +835,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 	// busy are peers that refused as busy since the last wait: tried again
 	// after a backoff, and while they refuse the wait for a peer goes on.
 	busy, busyRounds := map[peer.ID]bool{}, 0
-	deadline := time.Now().Add(n.cfg.NoPeerWait)
+	deadline := n.clock.Now().Add(n.cfg.NoPeerWait)
 	p.Sender = n.self()
 	p.Hops++
 	// Until a receiver acknowledges it, this peer keeps no guard copy of
@@ -859,10 +858,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		wake := n.returned
 		n.mu.Unlock()
 		target, ok := n.pick(head.Name, head.Expect(), exclude, avoid)
-		if !ok && unsettled.since() > 0 && unsettled.since() < 3*n.cfg.UnsettledGiveUp {
+		if !ok && unsettled.since(n.clock.Now()) > 0 && unsettled.since(n.clock.Now()) < 3*n.cfg.UnsettledGiveUp {
 			// Every peer left refused it as unsettled: wait, then try
 			// them all again.
-			deadline = time.Now().Add(n.cfg.NoPeerWait)
+			deadline = n.clock.Now().Add(n.cfg.NoPeerWait)
 			if unsettled.maybeLenient(ctx, n, p.WorkflowID, p.Settle) {
 				// The items changed: encode them anew, or the receivers
 				// keep settling the old ones and refusing (a sender whose
@@ -872,7 +871,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			select {
 			case <-ctx.Done():
 				return handedOff{}, ctx.Err()
-			case <-time.After(time.Second):
+			case <-n.clock.After(time.Second):
 			}
 			clear(exclude)
 			for id := range never {
@@ -881,7 +880,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			continue
 		}
 		if !ok {
-			if time.Now().After(deadline) {
+			if n.clock.Now().After(deadline) {
 				why := "no live peer offers it"
 				if len(refusals) > 0 {
 					why += " (" + strings.Join(refusals, "; ") + ")"
@@ -894,19 +893,19 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			// Wait for a peer to appear, or retry those that refused.
 			wait := 500 * time.Millisecond
 			if len(busy) > 0 {
-				wait, busyRounds = busyBackoff(busyRounds), busyRounds+1
+				wait, busyRounds = n.busyBackoff(busyRounds), busyRounds+1
 			}
 			select {
 			case <-ctx.Done():
 				return handedOff{}, ctx.Err()
 			case <-wake:
-			case <-time.After(wait):
+			case <-n.clock.After(wait):
 			}
 			for id := range busy {
 				delete(exclude, id)
 			}
 			clear(busy)
-			if len(exclude) > 0 && time.Now().After(deadline.Add(-n.cfg.NoPeerWait/2)) {
+			if len(exclude) > 0 && n.clock.Now().After(deadline.Add(-n.cfg.NoPeerWait/2)) {
 				clear(exclude)
 				for id := range never {
 					exclude[id] = true
@@ -914,10 +913,10 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			}
 			continue
 		}
-		began := time.Now()
+		began := n.clock.Now()
 		if target == n.host.ID() {
 			ack := n.accept(ctx, p.Clone(), nil)
-			n.ev.Emit(handoffEvent(p, target, began, nil, ack.OK, ack.Code))
+			n.ev.Emit(handoffEvent(p, target, n.clock.Since(began), nil, ack.OK, ack.Code))
 			if ack.OK {
 				n.killAfterTaken.kill(head.Name, n.cfg.DataDir, n.log)
 				return handedOff{to: target, backups: ack.Guardians, released: ack.Released}, nil
@@ -934,11 +933,11 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.Code == api.CodeUnsettled {
 				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
 				n.stallAfterUnsettled.stallFor(head.Name, n.cfg.DataDir, n.log, failpointUntilKilled)
-				unsettled.mark()
+				unsettled.mark(n.clock.Now())
 			}
 			exclude[target] = true
 			if ack.Code == api.CodeBusy {
-				busy[target], deadline = true, time.Now().Add(n.cfg.NoPeerWait)
+				busy[target], deadline = true, n.clock.Now().Add(n.cfg.NoPeerWait)
 				continue
 			}
 			refusals = append(refusals, ack.Error)
@@ -967,7 +966,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		// service, a cancelled workflow, a pack it rejects) is not the
 		// peer's failure; transport errors and internal errors are.
 		done(err == nil && (ack.OK || ack.Code != api.CodeInternal))
-		ev := handoffEvent(p, target, began, err, ack.OK, ack.Code)
+		ev := handoffEvent(p, target, n.clock.Since(began), err, ack.OK, ack.Code)
 		ev.Bytes = len(data)
 		n.ev.Emit(ev)
 		if err == nil {
@@ -993,13 +992,13 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 			if ack.Code == api.CodeUnsettled {
 				n.killAfterUnsettled.kill(head.Name, n.cfg.DataDir, n.log)
 				n.stallAfterUnsettled.stallFor(head.Name, n.cfg.DataDir, n.log, failpointUntilKilled)
-				unsettled.mark()
+				unsettled.mark(n.clock.Now())
 			}
 			if ack.Code == api.CodeBusy {
 				// Full, not failing: another peer now, this one after a
 				// backoff, and no giving up while peers are merely busy.
 				exclude[target], busy[target] = true, true
-				deadline = time.Now().Add(n.cfg.NoPeerWait)
+				deadline = n.clock.Now().Add(n.cfg.NoPeerWait)
 				n.pres.noteFull(target)
 				continue
 			}
@@ -1013,7 +1012,7 @@ func (n *Node) handoffExcluding(ctx context.Context, p *pack.Pack, avoid, never 
 		select {
 		case <-ctx.Done():
 			return handedOff{}, ctx.Err()
-		case <-time.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
+		case <-n.clock.After(min(time.Duration(len(refusals))*50*time.Millisecond, time.Second)):
 		}
 	}
 }
@@ -1054,7 +1053,7 @@ func (n *Node) takenAt(p *pack.Pack, ack api.Ack) (peer.ID, bool) {
 // deadline as any other try, so that such a pair is not asked in a busy
 // loop.
 func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (handedOff, error) {
-	deadline := time.Now().Add(n.cfg.UnsettledGiveUp)
+	deadline := n.clock.Now().Add(n.cfg.UnsettledGiveUp)
 	wait := 250 * time.Millisecond
 	named := map[peer.ID]bool{first: true}
 	for try := 1; ; try++ {
@@ -1095,7 +1094,7 @@ func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (ha
 		case err == nil:
 			err = errors.New(ack.Error)
 		}
-		if time.Now().After(deadline) {
+		if n.clock.Now().After(deadline) {
 			n.log.Warn("the peer that took this step first has not taken it again; guarding it there", "workflow", p.WorkflowID, "peer", rpc.ShortID(first), "tries", try, "err", err)
 			return handedOff{to: first}, nil
 		}
@@ -1103,7 +1102,7 @@ func (n *Node) handToFirst(ctx context.Context, p *pack.Pack, first peer.ID) (ha
 		select {
 		case <-ctx.Done():
 			return handedOff{}, ctx.Err()
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
@@ -1116,19 +1115,20 @@ type unsettledClock struct {
 	lenient bool
 }
 
-// mark records an unsettled refusal.
-func (u *unsettledClock) mark() {
+// mark records an unsettled refusal that came at now.
+func (u *unsettledClock) mark(now time.Time) {
 	if u.first.IsZero() {
-		u.first = time.Now()
+		u.first = now
 	}
 }
 
-// since is how long ago the first unsettled refusal came (0: none).
-func (u *unsettledClock) since() time.Duration {
+// since is how long before now the first unsettled refusal came (0:
+// none).
+func (u *unsettledClock) since(now time.Time) time.Duration {
 	if u.first.IsZero() {
 		return 0
 	}
-	return time.Since(u.first)
+	return now.Sub(u.first)
 }
 
 // unsettledQuick is how long unsettled refusals last before a sender that
@@ -1154,10 +1154,10 @@ func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow str
 	}
 	// Asked every round, so that a flapping link's cuts are remembered.
 	cut := n.cutOff(ctx, "")
-	if u.since() < unsettledQuick {
+	if u.since(n.clock.Now()) < unsettledQuick {
 		return false
 	}
-	giveUp := u.since() >= n.cfg.UnsettledGiveUp
+	giveUp := u.since(n.clock.Now()) >= n.cfg.UnsettledGiveUp
 	if !giveUp && (cut || n.recentlyCutOff(2*unsettledQuick)) {
 		return false
 	}
@@ -1175,7 +1175,7 @@ func (u *unsettledClock) maybeLenient(ctx context.Context, n *Node, workflow str
 	}
 	u.lenient = left == 0
 	if marked > 0 {
-		n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since().Round(time.Millisecond), "items", marked, "answering_pings", left)
+		n.log.Warn("guardians of the step before have not answered; taking them as gone", "workflow", workflow, "after", u.since(n.clock.Now()).Round(time.Millisecond), "items", marked, "answering_pings", left)
 	}
 	return marked > 0
 }
@@ -1208,13 +1208,13 @@ var errNoArmProvider = errors.New("no arm of the CHOICE has a provider")
 // peer to appear, up to NoPeerWait, as a hand-off does: a zone coming back
 // from a cut takes a moment to announce itself.
 func (n *Node) peelWaiting(ctx context.Context, p *pack.Pack) (grammar.Head, *grammar.Workflow, error) {
-	deadline := time.Now().Add(n.cfg.NoPeerWait)
+	deadline := n.clock.Now().Add(n.cfg.NoPeerWait)
 	for {
 		n.mu.Lock()
 		wake := n.returned
 		n.mu.Unlock()
 		head, rest, err := grammar.Peel(p.Workflow, n.selector(p))
-		if !errors.Is(err, errNoArmProvider) || time.Now().After(deadline) {
+		if !errors.Is(err, errNoArmProvider) || n.clock.Now().After(deadline) {
 			return head, rest, err
 		}
 		if n.isCancelled(p) {
@@ -1224,7 +1224,7 @@ func (n *Node) peelWaiting(ctx context.Context, p *pack.Pack) (grammar.Head, *gr
 		case <-ctx.Done():
 			return head, rest, ctx.Err()
 		case <-wake:
-		case <-time.After(500 * time.Millisecond):
+		case <-n.clock.After(500 * time.Millisecond):
 		}
 	}
 }
@@ -1345,7 +1345,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 					return lastErr
 				}
 				if errors.Is(lastErr, errUnsettled) {
-					unsettled.mark()
+					unsettled.mark(n.clock.Now())
 				}
 				continue
 			}
@@ -1368,7 +1368,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 				return fmt.Errorf("%s refused: %s: %w", rpc.ShortID(id), ack.Error, errSuperseded)
 			}
 			if ack.Code == api.CodeUnsettled {
-				unsettled.mark()
+				unsettled.mark(n.clock.Now())
 			}
 			lastErr = fmt.Errorf("%s refused: %s", rpc.ShortID(id), ack.Error)
 		}
@@ -1377,7 +1377,7 @@ func (n *Node) sendWithRetry(ctx context.Context, holders []pack.Peer, proto str
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 		wait = min(wait*2, 5*time.Second)
 	}

@@ -57,7 +57,7 @@ func TestHandOnAndGuardCopyInOneCommit(t *testing.T) {
 	// (api.Ack.Released): the hand-on ends the held record (held H6).
 	g := pack.Peer{ID: newPeerID(t).String()}
 	rec := held.Record{Pack: p, Key: heldKey(p), GuardKey: guardKey(p), Guardians: []pack.Peer{g}}
-	s, _ := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec))
+	s, _ := n.helds.add(rec.Key, held.Accept(n.host.ID().String(), rec), time.Now())
 	for _, ev := range []held.Event{held.Accepted{}, held.Settled{Result: held.SettleOK}, held.Ran{OK: true, Output: []byte(`{"x":1}`)}} {
 		if _, err := n.stepHeld(s, ev); err != nil {
 			t.Fatal(err)

@@ -204,7 +204,7 @@ func TestNewcomerGreetedDirectly(t *testing.T) {
 	nf := startNode(t, echoServices)
 	h := p2ptest.Host(t)
 	got := make(chan map[string]any, 4)
-	rpc.Serve(h, api.ProtoPresenceHello, 64<<10, 10*time.Second, func(_ context.Context, from peer.ID, req []byte) []byte {
+	rpc.Serve(h, nil, api.ProtoPresenceHello, 64<<10, 10*time.Second, func(_ context.Context, from peer.ID, req []byte) []byte {
 		var a map[string]any
 		if err := json.Unmarshal(req, &a); err == nil && from.String() == nf.PeerID {
 			got <- a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -471,7 +470,7 @@ func (n *Node) guardStoreFor(p *pack.Pack, h handedOff, tried []string) (guard.S
 	}
 	return guard.Store{
 		Pack: raw, Holder: n.peerRef(h.to), Attempt: p.Attempt, Role: guard.RolePrimary,
-		Tried: tried, Backups: h.backups, Recruit: true, At: time.Now().UTC(),
+		Tried: tried, Backups: h.backups, Recruit: true, At: n.clock.Now().UTC(),
 	}, true
 }
 
@@ -557,7 +556,7 @@ func (n *Node) pickGuardianPreferring(exclude map[peer.ID]bool, avoidZones map[s
 		if n.host.Network().Connectedness(id) == network.Connected {
 			score += 0.5
 		}
-		score += rand.Float64() * 0.4
+		score += n.rand.Float64() * 0.4
 		if prefer[id] {
 			score += 1
 		}
@@ -599,9 +598,9 @@ func (n *Node) watchHolder(holder peer.ID) {
 		n.mu.Unlock()
 		return
 	}
-	n.firstBeat[key] = time.Now()
+	n.firstBeat[key] = n.clock.Now()
 	n.mu.Unlock()
-	time.AfterFunc(n.cfg.FirstBeatTimeout, func() {
+	n.clock.AfterFunc(n.cfg.FirstBeatTimeout, func() {
 		if n.takeFirstBeat(key) {
 			n.startWatch(key)
 		}
@@ -691,7 +690,7 @@ func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
 			select {
 			case <-ctx.Done():
 				return false
-			case <-time.After(time.Second):
+			case <-n.clock.After(time.Second):
 			}
 		}
 		// The suspicion may date from a cut this peer has just come out
@@ -699,7 +698,7 @@ func (n *Node) mayTakeOver(ctx context.Context, actor string) bool {
 		// over. Now: by a check that began after the one above (a
 		// shared check begun during the cut answers for then), while
 		// the mesh is asked alongside.
-		asked := time.Now()
+		asked := n.clock.Now()
 		stop := n.watchCutOff(ctx, actor)
 		answers := n.answersFreshSince(ctx, id, asked)
 		stop()
@@ -739,7 +738,7 @@ func (n *Node) watchCutOff(ctx context.Context, silent string) (stop func()) {
 				return
 			case <-ctx.Done():
 				return
-			case <-time.After(250 * time.Millisecond):
+			case <-n.clock.After(250 * time.Millisecond):
 			}
 		}
 	}()
@@ -755,7 +754,7 @@ func (n *Node) cutOffSince(t time.Time) bool {
 // recentlyCutOff reports whether cutOff found this peer cut off within d.
 func (n *Node) recentlyCutOff(d time.Duration) bool {
 	at := n.cutOffAt.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < d
+	return at != 0 && n.clock.Since(time.Unix(0, at)) < d
 }
 
 // askPrimary lets the primary guardian act first, then asks it about key
@@ -767,7 +766,7 @@ func (n *Node) recentlyCutOff(d time.Duration) bool {
 // (silentPrimaries) instead of waiting coGuardianWait more after the
 // delay for the same silence.
 func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
-	began := time.Now()
+	began := n.clock.Now()
 	var silentSince time.Time
 	if id, err := peer.Decode(a.Primary.ID); err == nil && id != n.host.ID() {
 		n.learnAddrs(id, a.Primary.Addrs)
@@ -779,7 +778,7 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(n.cfg.BackupDelay - time.Since(began)):
+	case <-n.clock.After(n.cfg.BackupDelay - n.clock.Since(began)):
 	}
 	ans := guard.PrimaryAnswer{Silent: a.Silent, Attempt: a.Attempt, Why: a.Why}
 	if a.Primary.ID != "" {
@@ -796,7 +795,7 @@ func (n *Node) askPrimary(ctx context.Context, key string, a guard.Ask) {
 			n.silentPrimaries.note(key, a.Attempt, a.Primary.ID, silentSince)
 		}
 	}
-	ans.At = time.Now().UTC()
+	ans.At = n.clock.Now().UTC()
 	if _, err := n.stepGuard(key, ans); err != nil {
 		n.log.Error("step guard", "err", err)
 	}
@@ -822,13 +821,13 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	for {
 		if o.Handback {
 			if n.workflowEnded(ctx, p) {
-				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: n.clock.Now().UTC()})
 				return
 			}
 		} else if !n.mayReroute(ctx, key, o, p) {
 			return
 		}
-		rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+		rd, err := n.stepGuard(key, guard.Claim{Holder: o.Holder.ID, Attempt: o.Attempt, At: n.clock.Now().UTC()})
 		if err != nil {
 			return
 		}
@@ -844,7 +843,7 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Until(rd.RecordingUntil)):
+		case <-n.clock.After(n.clock.Until(rd.RecordingUntil)):
 		}
 	}
 	silent := o.Holder
@@ -852,14 +851,14 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 		rpc.ShortIDString(silent.ID), silent.Zone, o.Why, rpc.ShortID(n.host.ID()), p.Attempt+1)
 	p.Trace = append(p.Trace, pack.TraceEntry{
 		Path: head.Path, Service: head.Name, Peer: silent.ID, Zone: silent.Zone,
-		Start: o.Since, End: time.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
+		Start: o.Since, End: n.clock.Now().UTC(), Attempt: p.Attempt, Outcome: pack.OutcomeSuperseded, Note: note,
 	})
 	n.reportEvent(p, p.Trace[len(p.Trace)-1])
 	if head.Once() {
 		msg := fmt.Sprintf("step %s (path %s) is at-most-once (once=true) and its holder %s vanished: outcome unknown, not re-running",
 			head.Name, head.Path, rpc.ShortIDString(silent.ID))
 		// The refusal ends this chain as a re-route would (G4).
-		n.stepGuardLogged(key, guard.GiveUp{Supersede: true, At: time.Now().UTC()})
+		n.stepGuardLogged(key, guard.GiveUp{Supersede: true, At: n.clock.Now().UTC()})
 		if err := n.finishBranch(ctx, p, false, msg); err != nil {
 			n.log.Error("report at-most-once failure", "err", err)
 		}
@@ -905,14 +904,14 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 			// chain goes on. G21: or the attempt moved on there, its
 			// release confirmed (this guardian missed it).
 			n.log.Warn("re-route refused: another guardian of the step re-routed it first, or saw it move on", "key", key, "workflow", p.WorkflowID, "attempt", p.Attempt)
-			n.stepGuardLogged(key, guard.RerouteRefused{Attempt: o.Attempt, At: time.Now().UTC()})
+			n.stepGuardLogged(key, guard.RerouteRefused{Attempt: o.Attempt, At: n.clock.Now().UTC()})
 			return
 		}
 		if errors.Is(err, errCancelled) || ctx.Err() != nil {
 			n.stepGuardLogged(key, guard.Aborted{})
 			return
 		}
-		n.stepGuardLogged(key, guard.GiveUp{At: time.Now().UTC()})
+		n.stepGuardLogged(key, guard.GiveUp{At: n.clock.Now().UTC()})
 		if ferr := n.finishBranch(ctx, p, false, fmt.Sprintf("step %s (path %s): re-route failed: %v", head.Name, head.Path, err)); ferr != nil {
 			n.log.Error("report failure", "err", ferr)
 		}
@@ -928,7 +927,7 @@ func (n *Node) reroute(ctx context.Context, key string, o guard.Order) {
 	// attempt stay superseded and nothing re-routes it again.
 	n.stepGuardLogged(key, guard.Rerouted{
 		Target: n.peerRef(h.to), Local: h.to == n.host.ID(), Pack: raw,
-		Attempt: p.Attempt, Backups: h.backups, At: time.Now().UTC(),
+		Attempt: p.Attempt, Backups: h.backups, At: n.clock.Now().UTC(),
 	})
 }
 
@@ -970,7 +969,7 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			return false // moved on, or re-routed, meanwhile
 		}
 		if round == 0 {
-			began = n.silentPrimaries.since(key, o.Attempt, coGuardiansOf(c, n.selfID), time.Now())
+			began = n.silentPrimaries.since(key, o.Attempt, coGuardiansOf(c, n.selfID), n.clock.Now())
 		}
 		if round > 0 && n.holderBack(ctx, key, o.Holder.ID) {
 			return false
@@ -987,11 +986,11 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 			// G17), up to SuccessorGrace, as for a pending copy's own
 			// successor (askTook).
 			if unsureSince.IsZero() {
-				unsureSince = time.Now()
+				unsureSince = n.clock.Now()
 			}
-			if time.Since(unsureSince) >= guard.SuccessorGrace {
+			if n.clock.Since(unsureSince) >= guard.SuccessorGrace {
 				n.log.Warn("not re-routing: a successor a co-guardian named never said whether it took the work; taken as moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "after", guard.SuccessorGrace)
-				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+				n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: n.clock.Now().UTC()})
 				return false
 			}
 			n.log.Info("not re-routing yet: waiting for the successor a co-guardian named to say whether it took the work", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
@@ -1010,7 +1009,7 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		case goAhead:
 		case !a.originReached && n.cutOff(ctx, o.Holder.ID):
 			n.log.Warn("not re-routing yet: no other peer answers; this peer may be cut off", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
-		case a.asked == 0 || time.Since(began) >= coGuardianWait:
+		case a.asked == 0 || n.clock.Since(began) >= coGuardianWait:
 			goAhead = true
 		default:
 			n.log.Info("not re-routing yet: waiting for another guardian of the step to answer", "key", key, "silent", rpc.ShortIDString(o.Holder.ID))
@@ -1055,7 +1054,7 @@ func (n *Node) mayReroute(ctx context.Context, key string, o guard.Order, p *pac
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(nextRound(wait, waitingForCoGuardian, coGuardianWait-time.Since(began))):
+		case <-n.clock.After(nextRound(wait, waitingForCoGuardian, coGuardianWait-n.clock.Since(began))):
 		}
 		wait = min(wait*2, 4*time.Second)
 	}
@@ -1202,7 +1201,7 @@ func (n *Node) stepMovedOn(ctx context.Context, key string, o guard.Order, c *gu
 		why = "the join recorded the end of this step's branch"
 	}
 	n.log.Info("not re-routing: the step moved on", "key", key, "workflow", p.WorkflowID, "attempt", o.Attempt, "why", why)
-	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	n.stepGuardLogged(key, guard.MovedOn{Holder: o.Holder.ID, Attempt: o.Attempt, At: n.clock.Now().UTC()})
 	a.movedOn = true
 	return a
 }
@@ -1308,7 +1307,7 @@ type freshAnswer struct {
 func (n *Node) answersFreshSince(ctx context.Context, id peer.ID, since time.Time) bool {
 	for {
 		ch := n.freshChecks.DoChan(string(id), func() (any, error) {
-			began := time.Now()
+			began := n.clock.Now()
 			return freshAnswer{ok: n.answersFreshOnce(n.ctx, id), began: began}, nil
 		})
 		select {
@@ -1444,7 +1443,7 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 			known = append(known, id)
 		}
 	}
-	shuffle := func(ids []peer.ID) { rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] }) }
+	shuffle := func(ids []peer.ID) { n.rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] }) }
 	shuffle(live)
 	shuffle(known)
 	try := append(live, known...)
@@ -1455,7 +1454,7 @@ func (n *Node) cutOff(ctx context.Context, silent string) bool {
 	if anyAtOnce(try, func(id peer.ID) bool { return n.pingable(ctx, id) }) {
 		return false
 	}
-	n.cutOffAt.Store(time.Now().UnixNano())
+	n.cutOffAt.Store(n.clock.Now().UnixNano())
 	return true
 }
 
@@ -1541,7 +1540,7 @@ func (n *Node) branchEnded(ctx context.Context, p *pack.Pack) bool {
 // dispatches the pack itself with attempt+1, as the silent origin would
 // have; the claim tells the old holder it was superseded.
 func (n *Node) redispatch(ctx context.Context, key string, p *pack.Pack, o guard.Order) {
-	rd, err := n.stepGuard(key, guard.ClaimDispatch{Holder: o.Holder.ID, Attempt: o.Attempt, At: time.Now().UTC()})
+	rd, err := n.stepGuard(key, guard.ClaimDispatch{Holder: o.Holder.ID, Attempt: o.Attempt, At: n.clock.Now().UTC()})
 	if err != nil || !rd.Claimed {
 		return // re-routed, released or claimed already
 	}
@@ -1618,7 +1617,7 @@ func (n *Node) storeEvent(m api.GuardStore) (guard.Store, error) {
 	if m.Primary.ID == "" || m.Primary.ID == n.selfID {
 		role = guard.RolePrimary
 	}
-	return guard.Store{Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: time.Now().UTC()}, nil
+	return guard.Store{Pack: m.Pack, Holder: m.Holder, Attempt: m.Attempt, Role: role, Primary: m.Primary, At: n.clock.Now().UTC()}, nil
 }
 
 // storeAndRelease serves a store and a release sent together
@@ -1658,7 +1657,7 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		return n.storeAndRelease(from, m)
 	case api.GuardRelease:
 		if m.Probe {
-			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, Recording: m.Recording, At: time.Now().UTC()})
+			return n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, Probe: true, By: m.By, Recording: m.Recording, At: n.clock.Now().UTC()})
 		}
 		return n.releaseGuard(m)
 	case api.GuardWithdraw:
@@ -1668,11 +1667,11 @@ func (n *Node) guardOp(from peer.ID, req api.GuardRequest) api.GuardReply {
 		return rep
 	case api.GuardStatus:
 		if m.Rerouting {
-			return n.stepGuardReply(m.Key, guard.Rerouting{From: from.String(), Holder: m.Holder, Attempt: m.Attempt, At: time.Now().UTC()})
+			return n.stepGuardReply(m.Key, guard.Rerouting{From: from.String(), Holder: m.Holder, Attempt: m.Attempt, At: n.clock.Now().UTC()})
 		}
 		r := n.guards.view(m.Key).Status()
 		if m.Holder != "" {
-			r = n.guards.view(m.Key).AskedByBackup(m.Holder, m.Attempt, time.Now().UTC())
+			r = n.guards.view(m.Key).AskedByBackup(m.Holder, m.Attempt, n.clock.Now().UTC())
 		}
 		rep := guardReply(&r)
 		// No copy yet because this peer is handing the step on: the

@@ -111,7 +111,7 @@ func (n *Node) loadHandedOn() error {
 		v, lin, _ := strings.Cut(v, lineageMark)
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			t = time.Now() // unreadable time: keep it one more memory
+			t = n.clock.Now() // unreadable time: keep it one more memory
 		}
 		lineage, err := pack.ParseLineage(lin)
 		if err != nil {

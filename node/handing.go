@@ -3,6 +3,8 @@ package node
 import (
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // handingLinger is how long a hand-off that ended still counts as in
@@ -20,8 +22,9 @@ const handingLinger = 2 * time.Second
 // still has the work and hands it to a receiver, or guards it at the one
 // that took it first.
 type handingOn struct {
-	mu sync.Mutex
-	m  map[handingKey]*handingEntry
+	clock clockwork.Clock
+	mu    sync.Mutex
+	m     map[handingKey]*handingEntry
 }
 
 type handingKey struct {
@@ -36,13 +39,15 @@ type handingEntry struct {
 	until    time.Time
 }
 
-func newHandingOn() *handingOn { return &handingOn{m: map[handingKey]*handingEntry{}} }
+func newHandingOn(clock clockwork.Clock) *handingOn {
+	return &handingOn{clock: clock, m: map[handingKey]*handingEntry{}}
+}
 
 // begin records a hand-off of key at attempt in flight; the returned end
 // records that it ended (taken, refused for good, or given up).
 func (h *handingOn) begin(key string, attempt int) (end func()) {
 	k := handingKey{key, attempt}
-	now := time.Now()
+	now := h.clock.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for old, e := range h.m { // forget what ended long ago
@@ -62,7 +67,7 @@ func (h *handingOn) begin(key string, attempt int) (end func()) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			e.inFlight--
-			e.until = time.Now().Add(handingLinger)
+			e.until = h.clock.Now().Add(handingLinger)
 		})
 	}
 }
@@ -73,5 +78,5 @@ func (h *handingOn) has(key string, attempt int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.m[handingKey{key, attempt}]
-	return e != nil && (e.inFlight > 0 || time.Now().Before(e.until))
+	return e != nil && (e.inFlight > 0 || h.clock.Now().Before(e.until))
 }

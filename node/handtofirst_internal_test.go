@@ -27,12 +27,12 @@ import (
 // hand-offs in 10 s).
 func TestHandToFirstBacksOffWhenTwoPeersNameEachOther(t *testing.T) {
 	n := choiceNode(t, 0)
-	n.calls = rpc.NewMux(n.host, time.Second, nil)
+	n.calls = rpc.NewMux(n.host, nil, time.Second, nil)
 	n.cfg.UnsettledGiveUp = 2 * time.Second
 	a, b := p2ptest.Host(t), p2ptest.Host(t)
 	var served atomic.Int32
 	serve := func(h, other host.Host) {
-		rpc.Serve(h, api.ProtoHandoff, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+		rpc.Serve(h, nil, api.ProtoHandoff, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 			served.Add(1)
 			return rpc.MustCBOR(api.Ack{Code: api.CodeTaken, Error: "taken", Guardians: []pack.Peer{{ID: other.ID().String()}}})
 		})

@@ -62,11 +62,10 @@ type heldTable struct {
 
 func newHeldTable() *heldTable { return &heldTable{t: newTable[*heldSlot]()} }
 
-// add stores a slot for m under key unless one is there; it returns the
-// slot kept and whether it is new.
-func (t *heldTable) add(key string, m *held.Holder) (*heldSlot, bool) {
+// add stores a slot for m under key unless one is there, started at now;
+// it returns the slot kept and whether it is new.
+func (t *heldTable) add(key string, m *held.Holder, now time.Time) (*heldSlot, bool) {
 	s, fresh := t.t.getOrAdd(key, func() *heldSlot {
-		now := time.Now()
 		s := &heldSlot{since: now, recruited: now}
 		s.cur.Store(m)
 		return s
@@ -136,7 +135,7 @@ func (n *Node) heldWrite(s *heldSlot, m *held.Holder, p held.Persist) (write fun
 			return tx.Put(journal.BucketPacks, rec.Key, state)
 		}, func() { s.packSaved = true }, nil
 	case held.PersistDrop:
-		now := time.Now()
+		now := n.clock.Now()
 		// Superseded after it was taken (a guardian re-routed it), not a
 		// hand-over refused while it was being taken (the refusal is the
 		// answer; this peer may yet be named the first, G8).
@@ -196,7 +195,7 @@ func (n *Node) stepHeldBackground(s *heldSlot, ev held.Event) held.Ready {
 			return rd
 		}
 		n.log.Warn("journal refused a holder write; retrying", "err", err, "in", wait)
-		time.Sleep(wait)
+		n.clock.Sleep(wait)
 	}
 	s.mu.Lock()
 	next := s.view().Clone()
@@ -230,7 +229,7 @@ func (n *Node) afterHeld(s *heldSlot, m *held.Holder, rd held.Ready) {
 		if m.Phase() == held.PhaseDone {
 			// Handed on: the beats say so to its guardians for a while
 			// (node/guard G17), from before it leaves the table.
-			n.letGo.add(m, time.Now(), n.letGoKept())
+			n.letGo.add(m, n.clock.Now(), n.letGoKept())
 		}
 		n.helds.remove(rec.Key, s)
 	}
@@ -243,7 +242,7 @@ func (n *Node) afterHeld(s *heldSlot, m *held.Holder, rd held.Ready) {
 // hold takes work this peer starts holding without a hand-off (the
 // origin's first pack): journaled, then run.
 func (n *Node) hold(rec held.Record) error {
-	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec))
+	s, fresh := n.helds.add(rec.Key, held.Accept(n.selfID, rec), n.clock.Now())
 	if !fresh {
 		return fmt.Errorf("workflow %s is already held here", rec.Pack.WorkflowID)
 	}
@@ -268,7 +267,7 @@ func (n *Node) process(ctx context.Context, s *heldSlot) {
 	defer cancel()
 	s.rt.Lock()
 	s.cancel = cancel
-	s.since = time.Now()
+	s.since = n.clock.Now()
 	s.rt.Unlock()
 	if s.view().Phase().Ended() {
 		return // superseded before it started
@@ -303,9 +302,9 @@ func (n *Node) runHeld(ctx context.Context, s *heldSlot, rec *held.Record) bool 
 	p := rec.Pack
 	n.running.Add(1)
 	n.presenceMayChange() // the queue announced
-	start := time.Now()
+	start := n.clock.Now()
 	out, trace, err := n.execute(ctx, p)
-	took := time.Since(start)
+	took := n.clock.Since(start)
 	n.running.Add(-1)
 	n.presenceMayChange()
 	n.ev.Emit(stepRunEvent(ctx, p, trace, err))
@@ -506,7 +505,7 @@ func (n *Node) resumeHeld(ctx context.Context, s *heldSlot, rec held.Record) {
 	s.mu.Unlock()
 	n.log.Info("resuming held pack", "key", rec.Key, "executed", rec.Executed, "forwarded", rec.Forwarded)
 	rd := n.stepHeldBackground(s, held.Restored{})
-	deadline := time.Now().Add(n.cfg.RestartGrace)
+	deadline := n.clock.Now().Add(n.cfg.RestartGrace)
 	if rd.Ask != nil && !rec.Executed {
 		// Journaled before the kill, but perhaps never settled nor
 		// acknowledged: the sender, restarted too, may be handing the
@@ -519,7 +518,7 @@ func (n *Node) resumeHeld(ctx context.Context, s *heldSlot, rec held.Record) {
 	}
 	for rd.Ask != nil {
 		owners := n.askOwners(ctx, &rec, *rd.Ask)
-		owners.GiveUp = !owners.Answered && time.Now().After(deadline)
+		owners.GiveUp = !owners.Answered && n.clock.Now().After(deadline)
 		if !owners.Answered && !owners.GiveUp && !owners.Superseded && !owners.Released && !owners.Ended {
 			n.log.Info("resuming held pack: waiting for every guardian to answer", "key", rec.Key, "until", deadline.Format(time.RFC3339))
 		}
@@ -530,7 +529,7 @@ func (n *Node) resumeHeld(ctx context.Context, s *heldSlot, rec held.Record) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(500 * time.Millisecond):
+			case <-n.clock.After(500 * time.Millisecond):
 			}
 		}
 	}
@@ -558,13 +557,13 @@ func (n *Node) resettle(ctx context.Context, rec *held.Record, deadline time.Tim
 			return held.Owners{Released: true}, true
 		case errors.Is(err, errSuperseded):
 			return held.Owners{Superseded: true}, true
-		case !errors.Is(err, errUnsettled) || time.Now().After(deadline):
+		case !errors.Is(err, errUnsettled) || n.clock.Now().After(deadline):
 			return held.Owners{}, false
 		}
 		select {
 		case <-ctx.Done():
 			return held.Owners{}, false
-		case <-time.After(500 * time.Millisecond):
+		case <-n.clock.After(500 * time.Millisecond):
 		}
 	}
 }

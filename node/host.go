@@ -64,7 +64,7 @@ func (n *Node) startHost(ctx context.Context) error {
 	// Requests between members share one stream per pair of peers (the
 	// session is opened through the gated host, so only members have
 	// one); each request is admitted as a stream of its own would be.
-	n.calls = rpc.NewMux(h, muxLinger, n.admitRequest)
+	n.calls = rpc.NewMux(h, n.clock, muxLinger, n.admitRequest)
 	gossip, err := n.cfg.Gossip.PubsubOptions()
 	if err != nil {
 		h.Close()
@@ -143,7 +143,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 	}
 }
@@ -468,13 +468,13 @@ func (n *Node) authorizeClient(from peer.ID, op string) error {
 // memberLoop re-reads the membership files when they change and closes
 // the connections of peers no longer admitted.
 func (n *Node) memberLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
+	tick := n.clock.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		if !n.gate.Refresh() {
 			continue

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -15,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/bedwe/bedwe/internal/p2ptest"
+	"github.com/bedwe/bedwe/node/env"
 )
 
 // At start presence names many peers within a moment, before any dial
@@ -33,7 +35,7 @@ func TestMaybeConnectCountsDialsInFlight(t *testing.T) {
 	self := newHost()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	n := &Node{host: self, selfID: self.ID().String(), ctx: ctx, cfg: Config{TargetPeers: 2}}
+	n := &Node{clock: clockwork.NewRealClock(), rand: env.NewRand(1), host: self, selfID: self.ID().String(), ctx: ctx, cfg: Config{TargetPeers: 2}}
 	var others []peer.ID
 	for range 6 {
 		o := newHost()
@@ -168,5 +170,5 @@ func connectedNode(t *testing.T, self, holder host.Host) *Node {
 	if err := self.Connect(ctx, peer.AddrInfo{ID: holder.ID(), Addrs: holder.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	return &Node{host: self, selfID: self.ID().String(), ctx: ctx}
+	return &Node{clock: clockwork.NewRealClock(), rand: env.NewRand(1), host: self, selfID: self.ID().String(), ctx: ctx}
 }

@@ -228,7 +228,7 @@ func (n *Node) startJoin(ctx context.Context, p *pack.Pack, head grammar.Head, r
 		Outputs:    copyOutputs(p.Outputs),
 		Trace:      p.Trace,
 		Frames:     p.Frames,
-		Created:    time.Now().UTC(),
+		Created:    n.clock.Now().UTC(),
 		Split:      p.Settle,
 	}
 	for _, b := range head.Branches {

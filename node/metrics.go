@@ -236,12 +236,12 @@ func stepRunEvent(ctx context.Context, p *pack.Pack, trace []pack.TraceEntry, er
 	return e
 }
 
-// handoffEvent describes one offer of p to target that began at start:
-// err is the call's (transport or decoding) error, ok and code the
-// answer's (api.Ack).
-func handoffEvent(p *pack.Pack, target fmt.Stringer, start time.Time, err error, ok bool, code string) events.Event {
+// handoffEvent describes one offer of p to target that lasted took: err
+// is the call's (transport or decoding) error, ok and code the answer's
+// (api.Ack).
+func handoffEvent(p *pack.Pack, target fmt.Stringer, took time.Duration, err error, ok bool, code string) events.Event {
 	e := events.Event{Type: events.Handoff, Workflow: p.WorkflowID, Step: headPath(p), Attempt: p.Attempt,
-		To: target.String(), Seconds: time.Since(start).Seconds(), Outcome: events.OutcomeOK}
+		To: target.String(), Seconds: took.Seconds(), Outcome: events.OutcomeOK}
 	switch {
 	case err != nil:
 		e.Outcome, e.Reason = events.OutcomeError, err.Error()

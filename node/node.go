@@ -218,6 +218,7 @@ import (
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/bulkhead"
+	"github.com/bedwe/bedwe/node/env"
 	"github.com/bedwe/bedwe/node/events"
 	"github.com/bedwe/bedwe/node/journal"
 	"github.com/bedwe/bedwe/node/member"
@@ -238,9 +239,13 @@ type Node struct {
 	// co-guardian wait.
 	silentPrimaries silenceBook
 
-	cfg  Config
-	log  *slog.Logger
-	host host.Host
+	cfg Config
+	// clock and rand are cfg.Env's: the only clock and random source
+	// protocol code reads (see node/env), so a simulator can drive it.
+	clock clockwork.Clock
+	rand  *env.Rand
+	log   *slog.Logger
+	host  host.Host
 	// selfID is this peer's ID in string form, encoded once when the host
 	// starts: packs, records and guard answers name peers by it, and
 	// encoding it anew each time costs 1.7 % of a hop's CPU.
@@ -378,13 +383,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	var reg *service.Registry
 	if cfg.ServicesFile != "" {
-		r, err := service.LoadFile(cfg.ServicesFile)
+		r, err := service.LoadFile(cfg.ServicesFile, service.WithClock(cfg.Env.Clock))
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		reg = r
 	} else {
-		r, err := service.Parse([]byte("version: 1\n"))
+		r, err := service.Parse([]byte("version: 1\n"), service.WithClock(cfg.Env.Clock))
 		if err != nil {
 			return nil, fmt.Errorf("node: empty services: %w", err)
 		}
@@ -392,6 +397,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg:                 cfg,
+		clock:               cfg.Env.Clock,
+		rand:                cfg.Env.Rand,
 		log:                 cfg.Logger,
 		services:            reg,
 		limits:              pack.DefaultLimits(),
@@ -402,7 +409,7 @@ func New(cfg Config) (*Node, error) {
 		handedOn:            newTimedSet[handedOnEntry](),
 		unsettled:           newTimedSet[struct{}](),
 		silentPrimaries:     newSilenceBook(),
-		handing:             newHandingOn(),
+		handing:             newHandingOn(cfg.Env.Clock),
 		killAfterRan:        failpointFromEnv(FailpointKillAfterRan),
 		refuseSettled:       failpointFromEnv(FailpointRefuseSettled),
 		killAfterUnsettled:  failpointFromEnv(FailpointKillAfterUnsettled),
@@ -443,7 +450,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	defer cancel()
 	n.ctx = ctx
 
-	var jopts []journal.Option
+	jopts := []journal.Option{journal.WithClock(n.clock)}
 	if n.cfg.HTTP != "" {
 		n.metrics = newMetrics()
 		jopts = append(jopts, journal.WithObserver(n.metrics.observeJournal))
@@ -491,7 +498,7 @@ func (n *Node) Run(ctx context.Context, ready func(api.NodeFile)) error {
 	hbcfg.Confirm = n.confirmAlive
 	// An idle node watches nobody: no check timer until it does.
 	hbcfg.ParkWhenIdle = true
-	w, err := heartbeat.NewWatcher(clockwork.NewRealClock(), hbcfg, n.onSuspect)
+	w, err := heartbeat.NewWatcher(n.clock, hbcfg, n.onSuspect)
 	if err != nil {
 		return fmt.Errorf("node: heartbeat: %w", err)
 	}
@@ -573,7 +580,7 @@ func (n *Node) nodeFile() api.NodeFile {
 		Zone:      n.cfg.Zone,
 		Network:   n.cfg.Network,
 		PID:       os.Getpid(),
-		StartedAt: time.Now().UTC(),
+		StartedAt: n.clock.Now().UTC(),
 		SwarmKey:  n.swarmKey,
 		ClientKey: n.clientKey,
 		ClientID:  n.clientID.String(),

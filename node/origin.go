@@ -443,7 +443,7 @@ func (n *Node) relayCompletion(ctx context.Context, to pack.Peer, msg api.Origin
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 	}
 }
@@ -458,7 +458,7 @@ func (n *Node) syncOrigin(ctx context.Context, id string, replicas []pack.Peer) 
 		rep := n.callGuard(ctx, r, api.OriginStatus{Key: id})
 		if rep.OK && rep.Origin != nil {
 			n.log.Info("workflow finished while this origin was down", "workflow", id, "replica", rpc.ShortIDString(r.ID))
-			if _, err := n.stepOrigin(id, origin.SyncAnswer{From: r.ID, Msg: rep.Origin, At: time.Now().UTC()}); err == nil {
+			if _, err := n.stepOrigin(id, origin.SyncAnswer{From: r.ID, Msg: rep.Origin, At: n.clock.Now().UTC()}); err == nil {
 				return
 			}
 		}
@@ -497,7 +497,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	services, _, _ := grammar.Stats(w)
 	id := newID("wf")
 	self := n.self()
-	sub := origin.Submitted{Source: source, StepsTotal: services, Origin: self.ID, At: time.Now().UTC()}
+	sub := origin.Submitted{Source: source, StepsTotal: services, Origin: self.ID, At: n.clock.Now().UTC()}
 	// k replicas of the record (each also a guardian of the first pack),
 	// one zone each where possible: losing the origin and one replica
 	// loses neither the workflow nor its result (I3). Only those that
@@ -576,7 +576,7 @@ func (n *Node) Submit(fileName, source string, input json.RawMessage) (api.Statu
 	if err := n.hold(*st); err != nil {
 		return api.Status{}, fmt.Errorf("journal workflow: %w", err)
 	}
-	n.log.Info("workflow submitted", "workflow", id, "services", services, "replicas", len(stored), "took", time.Since(sub.At).Round(time.Millisecond))
+	n.log.Info("workflow submitted", "workflow", id, "services", services, "replicas", len(stored), "took", n.clock.Since(sub.At).Round(time.Millisecond))
 	return *rd.Reply.Status, nil
 }
 
@@ -636,7 +636,7 @@ func (n *Node) completeHere(msg api.OriginMsg) error {
 		return fmt.Errorf("workflow %s: the completion comes from a chain a guardian re-routed: %w", msg.WorkflowID, err)
 	}
 	n.stallAfterProbe.stall(lastOK(msg.Trace).Service, n.cfg.DataDir, n.log)
-	rd, err := n.stepOrigin(msg.WorkflowID, origin.Completed{Msg: msg, At: time.Now().UTC()})
+	rd, err := n.stepOrigin(msg.WorkflowID, origin.Completed{Msg: msg, At: n.clock.Now().UTC()})
 	if err != nil {
 		return err
 	}
@@ -673,9 +673,9 @@ func (n *Node) originReplicaOp(from peer.ID, req api.GuardRequest) api.GuardRepl
 		if w == nil {
 			return api.GuardReply{Error: "no replica of workflow " + m.Key}
 		}
-		var ev origin.Event = origin.CompletionFromPrimary{Msg: m.Completion, At: time.Now().UTC()}
+		var ev origin.Event = origin.CompletionFromPrimary{Msg: m.Completion, At: n.clock.Now().UTC()}
 		if w.Role() == origin.RolePrimary {
-			ev = origin.CompletionFromReplica{Msg: m.Completion, From: from.String(), At: time.Now().UTC()}
+			ev = origin.CompletionFromReplica{Msg: m.Completion, From: from.String(), At: n.clock.Now().UTC()}
 		}
 		if _, err := n.stepOrigin(m.Key, ev); err != nil {
 			return api.GuardReply{Error: err.Error()}
@@ -707,9 +707,9 @@ func (n *Node) handleClient(_ context.Context, from peer.ID, req []byte) []byte 
 	} else if err != nil {
 		return rpc.MustCBOR(api.ClientResponse{Error: err.Error()})
 	}
-	began := time.Now()
+	began := n.clock.Now()
 	resp := n.client(r)
-	if took := time.Since(began); took > n.cfg.StreamTimeout/2 {
+	if took := n.clock.Since(began); took > n.cfg.StreamTimeout/2 {
 		// Past the stream timeout the client gets a reset stream instead.
 		n.log.Warn("slow client request", "op", r.Op, "took", took.Round(time.Millisecond), "stream_timeout", n.cfg.StreamTimeout)
 	}
@@ -739,7 +739,7 @@ func (n *Node) client(r api.ClientRequest) api.ClientResponse {
 			return api.ClientResponse{Error: fmt.Sprintf("peer %s is not the origin of workflow %q", rpc.ShortID(n.host.ID()), r.ID)}
 		}
 		// The cancel is answered (and broadcast) only once written.
-		rd, err := n.stepOrigin(r.ID, origin.Cancelled{At: time.Now().UTC()})
+		rd, err := n.stepOrigin(r.ID, origin.Cancelled{At: n.clock.Now().UTC()})
 		if err != nil {
 			return api.ClientResponse{Error: fmt.Sprintf("cancel workflow %s: %v", r.ID, err)}
 		}
@@ -786,7 +786,7 @@ func (n *Node) resumeOrigins() {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(n.cfg.RestartGrace):
+				case <-n.clock.After(n.cfg.RestartGrace):
 				}
 			}
 			for _, w := range ask {

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p"
 
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/env"
 	"github.com/bedwe/bedwe/node/origin"
 	"github.com/bedwe/bedwe/node/rpc"
 	"github.com/bedwe/bedwe/pack"
@@ -72,6 +74,8 @@ func bareNode(t testing.TB) (*Node, context.CancelFunc) {
 	t.Cleanup(func() { h.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
+		clock:           clockwork.NewRealClock(),
+		rand:            env.NewRand(1),
 		host:            h,
 		selfID:          h.ID().String(),
 		log:             slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -83,7 +83,7 @@ type letGoKey struct {
 func (n *Node) beatFrame(s network.Stream, id string) []byte {
 	switch s.Protocol() {
 	case protocol.ID(api.ProtoBeatHeld):
-		return n.beatHeldFrame(id, time.Now())
+		return n.beatHeldFrame(id, n.clock.Now())
 	case protocol.ID(api.ProtoBeatKeys):
 		return n.beatKeysFrame(id)
 	}
@@ -233,7 +233,7 @@ func (n *Node) holderListed(holder peer.ID, hid string, frame []byte) {
 			return
 		}
 	}
-	now := time.Now()
+	now := n.clock.Now()
 	ask := false
 	for _, key := range pending {
 		m := n.guards.view(key)
@@ -269,7 +269,7 @@ func (n *Node) askTook(ctx context.Context, key string, q guard.AskTook) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(tookRetry):
+		case <-n.clock.After(tookRetry):
 		}
 	}
 	said, why := guard.TookUnknown, ""
@@ -284,7 +284,7 @@ func (n *Node) askTook(ctx context.Context, key string, q guard.AskTook) {
 	if ctx.Err() != nil {
 		return
 	}
-	rd, err := n.stepGuard(key, guard.SuccessorTook{Successor: q.Successor.ID, Holder: q.Holder, Attempt: q.Attempt, Said: said, Why: why, At: time.Now().UTC()})
+	rd, err := n.stepGuard(key, guard.SuccessorTook{Successor: q.Successor.ID, Holder: q.Holder, Attempt: q.Attempt, Said: said, Why: why, At: n.clock.Now().UTC()})
 	if err != nil {
 		n.log.Error("step guard", "event", "SuccessorTook", "key", key, "err", err)
 		return

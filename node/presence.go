@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
@@ -176,7 +175,7 @@ func newPresence(n *Node, ps *pubsub.PubSub) (*presence, error) {
 	p := &presence{
 		n:      n,
 		early:  earlyAnnouncements,
-		boot:   time.Now().UnixNano(),
+		boot:   n.clock.Now().UnixNano(),
 		selfID: n.selfID,
 		peers:  map[peer.ID]*presenceEntry{},
 		dirty:  make(chan struct{}, 1),
@@ -310,7 +309,7 @@ func (p *presence) observeFrom(id peer.ID, a announcement, greetNewcomer bool) {
 		return
 	}
 	ttl, at := p.ttlFor(a), p.n.tt.clock.Now()
-	p.peers[id] = &presenceEntry{ann: a, lastSeen: time.Now(), ttl: ttl, seenAt: at}
+	p.peers[id] = &presenceEntry{ann: a, lastSeen: p.n.clock.Now(), ttl: ttl, seenAt: at}
 	p.mu.Unlock()
 	p.n.tt.view.ObserveFor(id.String(), a.Zone, a.Draining, at, p.n.tt.clock.Virtual(ttl))
 	p.keepAddrs(id, a)
@@ -465,7 +464,7 @@ func (p *presence) serveHello(_ context.Context, from peer.ID, req []byte) []byt
 // short: the greeting peer learns the rest by gossip).
 func (p *presence) helloAnswerFor(from peer.ID) []byte {
 	ans := helloAnswer{Self: p.selfNoLoad(false)}
-	now := time.Now()
+	now := p.n.clock.Now()
 	p.mu.Lock()
 	p.expireLocked(now)
 	for id, e := range p.peers {
@@ -520,7 +519,7 @@ func (p *presence) observeRelayed(r relayedAnnouncement) {
 	if err != nil || id == p.n.host.ID() || age < 0 || age >= ttl || !p.acceptable(id, a) {
 		return
 	}
-	now := time.Now()
+	now := p.n.clock.Now()
 	at := p.n.tt.clock.Now().Add(-p.n.tt.clock.Virtual(age))
 	p.mu.Lock()
 	if _, known := p.peers[id]; known {
@@ -554,7 +553,7 @@ func (p *presence) pullView() {
 		}
 	}
 	if len(connected) > 0 {
-		p.greet(connected[rand.IntN(len(connected))])
+		p.greet(connected[p.n.rand.IntN(len(connected))])
 	}
 }
 
@@ -591,7 +590,7 @@ func (p *presence) announceLoop(ctx context.Context) {
 		default:
 		}
 		cur := p.selfNoLoad(false)
-		checkedAt := time.Now()
+		checkedAt := p.n.clock.Now()
 		p.lastCheck.Store(checkedAt.UnixNano())
 		p.checks.Add(1)
 		refreshDue := checkedAt.Sub(lastAt) >= refreshIn
@@ -599,19 +598,19 @@ func (p *presence) announceLoop(ctx context.Context) {
 		loadAt := lastAt.Add(loadAnnounceEvery * p.n.cfg.AnnounceInterval)
 		loadOnly := !cur.same(last) && cur.sameState(last)
 		if force || !cur.sameState(last) || (loadOnly && !checkedAt.Before(loadAt)) || refreshDue {
-			last, lastAt = p.announce(ctx), time.Now()
+			last, lastAt = p.announce(ctx), p.n.clock.Now()
 			p.lastAnnounced.Store(lastAt.UnixNano())
 			p.announcedN.Add(1)
-			refreshIn = jitter(time.Duration(last.Refresh) * time.Millisecond)
+			refreshIn = p.jitter(time.Duration(last.Refresh) * time.Millisecond)
 			if pull || (refreshDue && !force) {
 				p.pullView()
 			}
 			loadOnly = false
 		}
 		force, pull = false, false
-		wait := refreshIn - time.Since(lastAt)
+		wait := refreshIn - p.n.clock.Since(lastAt)
 		if loadOnly {
-			wait = min(wait, time.Until(loadAt))
+			wait = min(wait, p.n.clock.Until(loadAt))
 		}
 		if len(early) > 0 {
 			wait, early, force = early[0], early[1:], true
@@ -629,28 +628,28 @@ func (p *presence) announceLoop(ctx context.Context) {
 // change (presenceMayChange) no sooner than AnnounceInterval after the check at
 // checked. It returns false when ctx ends.
 func (p *presence) waitAnnounce(ctx context.Context, wait time.Duration, checked time.Time, force *bool) bool {
-	start := time.Now()
-	t := time.NewTimer(max(wait, 0))
+	start := p.n.clock.Now()
+	t := p.n.clock.NewTimer(max(wait, 0))
 	defer t.Stop()
 	changed := p.n.presenceChanged
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t.Chan():
 			return true
 		case <-p.n.announceNow:
 			*force = true
 			return true
 		case <-changed:
-			gap := jitter(p.n.cfg.AnnounceInterval) - time.Since(checked)
+			gap := p.jitter(p.n.cfg.AnnounceInterval) - p.n.clock.Since(checked)
 			if gap <= 0 {
 				return true
 			}
 			// Too soon after the last check: check when the gap is
 			// over, or at the timer if that comes first.
 			changed = nil
-			if gap < wait-time.Since(start) {
+			if gap < wait-p.n.clock.Since(start) {
 				t.Reset(gap)
 			}
 		}
@@ -674,8 +673,10 @@ func (p *presence) refresh() time.Duration {
 	return cfg.PresenceRefreshFor(len(p.peers))
 }
 
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+// jitter spreads d by ±20 % so that peers started together do not
+// announce together.
+func (p *presence) jitter(d time.Duration) time.Duration {
+	return d - d/5 + p.n.rand.DurationN(d*2/5+1)
 }
 
 func (p *presence) self(bump bool) announcement {
@@ -689,8 +690,8 @@ func (p *presence) self(bump bool) announcement {
 func (p *presence) load() (cpuPercent, memPercent float64) {
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
-	if time.Since(p.loadAt) >= loadEvery {
-		p.loadAt = time.Now()
+	if p.n.clock.Since(p.loadAt) >= loadEvery {
+		p.loadAt = p.n.clock.Now()
 		if v, err := cpu.Percent(0, false); err == nil && len(v) > 0 {
 			p.cpu = v[0]
 		}
@@ -781,7 +782,7 @@ type livePeer struct {
 func (p *presence) live() []livePeer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.expireLocked(time.Now())
+	p.expireLocked(p.n.clock.Now())
 	out := make([]livePeer, 0, len(p.peers))
 	for id, e := range p.peers {
 		out = append(out, livePeer{id, e.ann})
@@ -795,7 +796,7 @@ func (p *presence) live() []livePeer {
 func (p *presence) expire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.expireLocked(time.Now())
+	p.expireLocked(p.n.clock.Now())
 }
 
 func (p *presence) expireLocked(now time.Time) {
@@ -876,7 +877,7 @@ func (a announcement) offers(name string) bool {
 // infos renders the view (self first) for clients and presence.json.
 func (p *presence) infos() []api.PeerInfo {
 	self := p.self(false)
-	out := []api.PeerInfo{annInfo(self, time.Now(), true, true)}
+	out := []api.PeerInfo{annInfo(self, p.n.clock.Now(), true, true)}
 	live := p.live()
 	p.mu.Lock()
 	seen := map[peer.ID]time.Time{}
@@ -940,18 +941,18 @@ func (p *presence) fileLoop(ctx context.Context) {
 		if last == "" {
 			last = "-"
 		}
-		data, _ := json.Marshal(api.PresenceFile{Self: p.n.selfID, Updated: time.Now(), Peers: peers})
+		data, _ := json.Marshal(api.PresenceFile{Self: p.n.selfID, Updated: p.n.clock.Now(), Peers: peers})
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, data, 0o644); err == nil {
 			_ = os.Rename(tmp, path)
 		}
 		// At most one write a second.
-		t := time.NewTimer(time.Second)
+		t := p.n.clock.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -960,7 +961,7 @@ func (p *presence) fileLoop(ctx context.Context) {
 // are due on the way. It returns false when ctx ends.
 func (p *presence) waitFileChange(ctx context.Context) bool {
 	for {
-		t := time.NewTimer(p.untilExpiry())
+		t := p.n.clock.NewTimer(p.untilExpiry())
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -968,7 +969,7 @@ func (p *presence) waitFileChange(ctx context.Context) bool {
 		case <-p.dirty:
 			t.Stop()
 			return true
-		case <-t.C:
+		case <-t.Chan():
 			p.expire() // marks dirty if a peer went
 		}
 	}
@@ -979,7 +980,7 @@ func (p *presence) waitFileChange(ctx context.Context) bool {
 // change marks it dirty). An entry whose time to live is shortened
 // (checkGone) marks the view dirty, so the wait is taken again.
 func (p *presence) untilExpiry() time.Duration {
-	now := time.Now()
+	now := p.n.clock.Now()
 	next := time.Minute
 	p.mu.Lock()
 	for _, e := range p.peers {

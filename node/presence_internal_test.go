@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/bedwe/bedwe/internal/p2ptest"
 	"github.com/bedwe/bedwe/node/api"
+	"github.com/bedwe/bedwe/node/env"
 	"github.com/bedwe/bedwe/node/member"
 	"github.com/bedwe/bedwe/node/rpc"
 )
@@ -58,7 +60,7 @@ func TestAnnouncementRefreshOmitted(t *testing.T) {
 func TestPresenceRefreshGrowsWithView(t *testing.T) {
 	cfg := TestnetConfig()
 	cfg.fillDefaults()
-	p := &presence{n: &Node{cfg: cfg}, peers: map[peer.ID]*presenceEntry{}}
+	p := &presence{n: &Node{clock: clockwork.NewRealClock(), rand: env.NewRand(1), cfg: cfg}, peers: map[peer.ID]*presenceEntry{}}
 	add := func(n int, refresh int64) {
 		for i := range n {
 			p.peers[peer.ID(strings.Repeat("x", len(p.peers)+1+i))] = &presenceEntry{ann: announcement{Refresh: refresh}}
@@ -203,13 +205,13 @@ func TestPullViewAsksAConnectedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.gate = gate
-	n.calls = rpc.NewMux(n.host, time.Second, nil)
+	n.calls = rpc.NewMux(n.host, nil, time.Second, nil)
 	t.Cleanup(n.calls.Close)
 
 	relay := p2ptest.Host(t)
 	unheard := newPeerID(t)
 	var greetings atomic.Int32
-	rpc.Serve(relay, api.ProtoPresenceHello, maxPresenceBytes, 10*time.Second, func(_ context.Context, from peer.ID, _ []byte) []byte {
+	rpc.Serve(relay, nil, api.ProtoPresenceHello, maxPresenceBytes, 10*time.Second, func(_ context.Context, from peer.ID, _ []byte) []byte {
 		greetings.Add(1)
 		ans, _ := json.Marshal(helloAnswer{
 			Self: announcement{ID: relay.ID().String(), Zone: "z2", Seq: 1, Boot: 1},

@@ -95,10 +95,10 @@ func (n *Node) reportEvent(p *pack.Pack, e pack.TraceEntry) {
 		return // a flush is scheduled
 	}
 	n.spawn(func(ctx context.Context) {
-		t := time.NewTimer(progressFlush)
+		t := n.clock.NewTimer(progressFlush)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		case <-opened.full:
 		case <-ctx.Done():
 			return

@@ -207,17 +207,18 @@ func (n *Node) rejectedSchedule(from string, sg *schedule.Signed, err error) {
 	if reason == "untrusted signer" {
 		args = append(args, "key", key, "hint", "add the key to --trusted-keys or --trust to accept its timetables")
 	}
-	if n.sp.warnable(signer + "|" + reason) {
+	if n.sp.warnable(signer+"|"+reason, n.clock.Now()) {
 		n.log.Warn("rejected a timetable", args...)
 	} else {
 		n.log.Debug("rejected a timetable", args...)
 	}
 }
 
-func (sp *schedulePub) warnable(key string) bool {
+// warnable reports whether a rejection keyed key, seen at now, is worth a
+// warning (the first of its key within rejectWarnEvery).
+func (sp *schedulePub) warnable(key string, now time.Time) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	now := time.Now()
 	if at, ok := sp.warned[key]; ok && now.Sub(at) < rejectWarnEvery {
 		return false
 	}
@@ -294,7 +295,7 @@ func (n *Node) maybePullSchedule(from peer.ID, issued int64) {
 	if cur := n.tt.view.Schedule(); cur != nil && cur.IssuedAt.UnixNano() >= issued {
 		return
 	}
-	now := time.Now()
+	now := n.clock.Now()
 	sp.mu.Lock()
 	if sp.pulling || now.Before(sp.nextPull[issued]) || now.Before(sp.badPeer[from]) {
 		sp.mu.Unlock()
@@ -320,8 +321,8 @@ func (n *Node) maybePullSchedule(from peer.ID, issued int64) {
 		sp.mu.Lock()
 		sp.pulling = false
 		if wait > pullRetry {
-			sp.nextPull[issued] = time.Now().Add(wait)
-			sp.badPeer[from] = time.Now().Add(wait)
+			sp.nextPull[issued] = n.clock.Now().Add(wait)
+			sp.badPeer[from] = n.clock.Now().Add(wait)
 		}
 		sp.mu.Unlock()
 	})

@@ -425,7 +425,7 @@ func TestPublishSchedule(t *testing.T) {
 	t3 := t1.Add(48 * time.Hour)
 	rogueEnv := signedBy(t, t3, rogue)
 	rogueFP := schedule.Fingerprint(rogue.Public().(ed25519.PublicKey))
-	rpc.Serve(out.h, api.ProtoSchedule, 4<<10, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(out.h, nil, api.ProtoSchedule, 4<<10, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.ScheduleReply{Signed: rogueEnv})
 	})
 	out.publish(t, rogueEnv)

@@ -85,7 +85,7 @@ func TestAStoodInBackupStepsBackForItsPrimary(t *testing.T) {
 	var holder pack.Peer
 	var ready sync.WaitGroup
 	ready.Add(1)
-	rpc.Serve(primary, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(primary, nil, api.GuardStatus{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		var m api.GuardStatus
 		if err := rpc.Dec.Unmarshal(req, &m); err != nil {
 			return rpc.MustCBOR(api.GuardReply{Error: err.Error()})

@@ -36,7 +36,7 @@ func TestSuccessorReleasesGuardiansOnce(t *testing.T) {
 	nf, _, evFile := recordingNodeWith(t, "", func(cfg *node.Config) { cfg.HTTP = "127.0.0.1:0" })
 	h, id := rawHost(t, nf)
 	releases, _ := serveRecording[api.GuardRelease](h, api.GuardRelease{}.Protocol(), 0)
-	rpc.Serve(h, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(h, nil, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.Ack{OK: true})
 	})
 	prev := pack.Settle{Kind: pack.SettleGuard, Key: "wf-test|prev", Attempt: 0, Peers: []pack.Peer{peerRef(h)}}

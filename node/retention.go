@@ -35,15 +35,15 @@ const tombstoneRetentions = 4
 
 // pruneLoop applies the retention every minute.
 func (n *Node) pruneLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Minute)
+	tick := n.clock.NewTicker(time.Minute)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
-		n.prune(ctx, time.Now().UTC())
+		n.prune(ctx, n.clock.Now().UTC())
 	}
 }
 
@@ -121,7 +121,7 @@ func (n *Node) askPrimaryEnded(ctx context.Context, w *origin.Workflow) {
 	if !rep.OK || !rep.Released || rep.Origin == nil {
 		return
 	}
-	if _, err := n.stepOrigin(w.ID(), origin.CompletionFromPrimary{Msg: *rep.Origin, At: time.Now().UTC()}); err != nil {
+	if _, err := n.stepOrigin(w.ID(), origin.CompletionFromPrimary{Msg: *rep.Origin, At: n.clock.Now().UTC()}); err != nil {
 		n.log.Warn("replica: the end the primary told", "workflow", w.ID(), "err", err)
 		return
 	}

@@ -53,7 +53,7 @@ func TestRideComesBeforeEveryRelease(t *testing.T) {
 			var heldKeyOfPack string
 			rideSeen, journaledAtRide := false, false
 			serve := func(h host.Host, name, proto string, answer bool) {
-				rpc.Serve(h, proto, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+				rpc.Serve(h, nil, proto, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 					mu.Lock()
 					got = append(got, name+" "+proto)
 					if proto == api.ProtoGuardStoreRelease && !rideSeen { // the first ride

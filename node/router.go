@@ -1,7 +1,6 @@
 package node
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -41,7 +40,7 @@ func (n *Node) pick(name string, declared time.Duration, exclude, avoid map[peer
 		if id != n.host.ID() && !n.breakers.Allowed(a.ID) {
 			return // its circuit breaker is open: recent hand-offs failed
 		}
-		score := rand.Float64() * 0.5 // spread
+		score := n.rand.Float64() * 0.5 // spread
 		if avoid[id] {
 			score += 100
 		}

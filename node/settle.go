@@ -96,8 +96,8 @@ func withSettleDeadline(ctx context.Context, t time.Time) context.Context {
 
 // settleDeadline is when the rounds of a settle starting now must end:
 // settleBudget from now, or ctx's settle bound when that is sooner.
-func settleDeadline(ctx context.Context) time.Time {
-	deadline := time.Now().Add(settleBudget)
+func (n *Node) settleDeadline(ctx context.Context) time.Time {
+	deadline := n.clock.Now().Add(settleBudget)
 	if d, ok := ctx.Value(settleDeadlineKey{}).(time.Time); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -107,8 +107,8 @@ func settleDeadline(ctx context.Context) time.Time {
 // settleCallWithin is how long one settle call may take given the
 // settle's deadline: settleCallTimeout, less when the deadline is nearer,
 // never under minSettleCall.
-func settleCallWithin(deadline time.Time) time.Duration {
-	return max(minSettleCall, min(settleCallTimeout, time.Until(deadline)))
+func (n *Node) settleCallWithin(deadline time.Time) time.Duration {
+	return max(minSettleCall, min(settleCallTimeout, n.clock.Until(deadline)))
 }
 
 // settle carries out items for work of workflow wf held here at attempt,
@@ -244,11 +244,11 @@ const untilAnsweredGiveUp = 2 * time.Minute
 // peer must not miss: join branch ends (pushResult) and join settles a
 // copy missed (completeSettle).
 func (n *Node) callUntilAnswered(ctx context.Context, to pack.Peer, m api.GuardRequest, d time.Duration) (api.GuardReply, int, error) {
-	deadline := time.Now().Add(untilAnsweredGiveUp)
+	deadline := n.clock.Now().Add(untilAnsweredGiveUp)
 	wait := 250 * time.Millisecond
 	for try := 1; ; try++ {
 		rep, err := n.guardCallRedial(ctx, to, m, d)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || n.clock.Now().After(deadline) || ctx.Err() != nil {
 			return rep, try, err
 		}
 		n.log.Debug("no answer; asking again on a fresh connection", "op", m.Protocol(), "peer", rpc.ShortIDString(to.ID), "try", try, "err", err)
@@ -258,7 +258,7 @@ func (n *Node) callUntilAnswered(ctx context.Context, to pack.Peer, m api.GuardR
 		select {
 		case <-ctx.Done():
 			return rep, try, ctx.Err()
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
@@ -387,7 +387,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		}
 		answered[i] = !others || (settled != nil && settled[i]) // settled by this peer's own answer alone, or before
 	}
-	deadline := settleDeadline(ctx)
+	deadline := n.settleDeadline(ctx)
 	var superseded atomic.Bool
 	var takenBy atomic.Value // string
 	// held: items a guardian answered Pending (G13): another guardian of
@@ -397,7 +397,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 	var heldMu sync.Mutex
 	run := func(calls []call) []bool {
 		failed := make([]bool, len(calls))
-		within := settleCallWithin(deadline)
+		within := n.settleCallWithin(deadline)
 		var wg sync.WaitGroup
 		for ci, c := range calls {
 			wg.Add(1)
@@ -472,7 +472,7 @@ func (n *Node) settleRounds(ctx context.Context, items []pack.Settle, msg func(p
 		if len(retry) == 0 {
 			break
 		}
-		if round > 0 || time.Until(deadline) < settleCallTimeout {
+		if round > 0 || n.clock.Until(deadline) < settleCallTimeout {
 			n.log.Warn("settle unanswered", "probe", probe, "peers", silent)
 			return fmt.Errorf("%w (%s)", errUnsettled, strings.Join(silent, ", "))
 		}
@@ -525,11 +525,11 @@ func (n *Node) settleUntil(ctx context.Context, attempt int, items []pack.Settle
 		if !errors.Is(err, errUnsettled) {
 			return err
 		}
-		unsettled.mark()
+		unsettled.mark(n.clock.Now())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 		wait = min(wait*2, 4*time.Second)
 		unsettled.maybeLenient(ctx, n, "", items)
@@ -597,7 +597,7 @@ func (n *Node) settleRiding(ctx context.Context, attempt int, items []pack.Settl
 	// a plain settle, which must fit in what is left of the hand-over's
 	// acceptSettleBudget (a second round on a fresh connection would take
 	// most of it).
-	rideCtx := withSettleDeadline(ctx, time.Now().Add(settleCallTimeout))
+	rideCtx := withSettleDeadline(ctx, n.clock.Now().Add(settleCallTimeout))
 	err := n.settleRounds(rideCtx, []pack.Settle{first}, func(it pack.Settle, _ pack.Peer) api.GuardRequest {
 		r, _ := settleMsg(it, attempt, self, by).(api.GuardRelease)
 		return api.GuardStoreRelease{Store: ride.store, Release: r}
@@ -713,7 +713,7 @@ func (n *Node) guardCallRedial(ctx context.Context, to pack.Peer, m api.GuardReq
 // claimed (or after a newer attempt was stored or released) is answered
 // Superseded. The copy leaves the journal before the answer (I4).
 func (n *Node) releaseGuard(m api.GuardRelease) api.GuardReply {
-	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: time.Now().UTC(), Rerouted: m.Rerouted, Rerouter: m.Rerouter, By: m.By, ByKey: m.ByKey, Yield: m.Yield})
+	rep := n.stepGuardReply(m.Key, guard.Release{Attempt: m.Attempt, At: n.clock.Now().UTC(), Rerouted: m.Rerouted, Rerouter: m.Rerouter, By: m.By, ByKey: m.ByKey, Yield: m.Yield})
 	n.log.Debug("guard release", "key", m.Key, "attempt", m.Attempt, "by", rpc.ShortIDString(m.By), "yield", rpc.ShortIDString(m.Yield),
 		"rerouted", m.Rerouted, "rerouter", rpc.ShortIDString(m.Rerouter), "superseded", rep.Superseded, "taken_by", rpc.ShortIDString(rep.Holder.ID), "err", rep.Error)
 	return rep

@@ -475,7 +475,7 @@ func withTrace(t *testing.T, raw []byte, entries ...pack.TraceEntry) []byte {
 func serveRecording[T any](h host.Host, proto string, failFirst int32) (got <-chan T, calls *atomic.Int32) {
 	ch := make(chan T, 16)
 	calls = &atomic.Int32{}
-	rpc.Serve(h, proto, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(h, nil, proto, api.MaxControlFrame, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		if calls.Add(1) <= failFirst {
 			return nil
 		}
@@ -532,7 +532,7 @@ func TestChainsOfOneStepToldApart(t *testing.T) {
 	h, id := rawHost(t, nf)
 	// h is the workflow's origin too: it takes every completion, so each
 	// chain's records end here and are remembered as handed on.
-	rpc.Serve(h, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(h, nil, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.Ack{OK: true})
 	})
 	older := withOrigin(t, packFor(t, "S1 S2"), peerRef(h))
@@ -634,7 +634,7 @@ func TestReplicaRelaysOldActorsBranchEnd(t *testing.T) {
 func TestJoinCopyThatMissedABranchStartIsToldLater(t *testing.T) {
 	nf, _, _ := recordingNode(t, "")
 	answering, missing := p2ptest.Host(t), p2ptest.Host(t)
-	rpc.Serve(answering, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(answering, nil, api.ProtoJoinBranch, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.GuardReply{OK: true})
 	})
 	told, calls := serveRecording[api.JoinBranch](missing, api.ProtoJoinBranch, 1) // the first call fails
@@ -773,7 +773,7 @@ func TestReplicaTakingOverADecidedJoinForwards(t *testing.T) {
 	actor := peerRef(hp)
 	// The old actor answers the continuation's settle (it is at epoch 0 and
 	// was told of the takeover, or not: either way it does not refuse).
-	rpc.Serve(hp, api.ProtoJoinForwarded, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(hp, nil, api.ProtoJoinForwarded, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.GuardReply{OK: true})
 	})
 	const id = "j-decided"
@@ -924,14 +924,14 @@ func TestAReceiverRefusedWhileTakingIsAskedAgain(t *testing.T) {
 	other, _ := rawHost(t, nf) // the peer named as the first receiver
 	gate := make(chan struct{})
 	var calls atomic.Int32
-	rpc.Serve(h, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(h, nil, api.GuardRelease{}.Protocol(), api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		if calls.Add(1) == 1 {
 			<-gate
 			return rpc.MustCBOR(api.GuardReply{OK: true, Known: true, Superseded: true, Released: true, Holder: pack.Peer{ID: other.ID().String()}})
 		}
 		return rpc.MustCBOR(api.GuardReply{OK: true})
 	})
-	rpc.Serve(h, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
+	rpc.Serve(h, nil, api.ProtoOrigin, api.MaxControlFrame, 10*time.Second, func(context.Context, peer.ID, []byte) []byte {
 		return rpc.MustCBOR(api.Ack{OK: true})
 	})
 	raw := editPack(t, packFor(t, "S1 S2"), func(p *pack.Pack) {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/node/events"
@@ -27,12 +26,12 @@ func (n *Node) stashUnread(ctx context.Context, p *pack.Pack) *pack.Pack {
 	if s == nil {
 		return p
 	}
-	start := time.Now()
+	start := n.clock.Now()
 	replies, errs := n.guardCallAll(ctx, p.Origin, func(pack.Peer) api.GuardRequest {
 		return api.OriginStash{Key: p.WorkflowID, Outputs: s.Outputs, Trace: s.Trace}
 	}, replicateTimeout)
 	ev := events.Event{Type: events.Stashed, Workflow: p.WorkflowID, Step: headPath(p), Attempt: p.Attempt,
-		Outputs: len(s.Outputs), Outcome: events.OutcomeOK, Seconds: time.Since(start).Seconds()}
+		Outputs: len(s.Outputs), Outcome: events.OutcomeOK, Seconds: n.clock.Since(start).Seconds()}
 	if s.Trace != nil {
 		ev.TraceEntries = len(s.Trace.Entries)
 	}

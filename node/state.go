@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"time"
 
 	"github.com/bedwe/bedwe/grammar"
 	"github.com/bedwe/bedwe/node/guard"
@@ -232,7 +231,7 @@ func (n *Node) resume(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(n.cfg.RestartGrace):
+			case <-n.clock.After(n.cfg.RestartGrace):
 			}
 			for id := range watch {
 				if pid, err := peer.Decode(id); err == nil && pid != n.host.ID() {
@@ -243,7 +242,7 @@ func (n *Node) resume(ctx context.Context) error {
 	}
 	for _, rec := range packs {
 		// In the table before anything is answered about it (tookOp).
-		s, fresh := n.helds.add(rec.Key, held.Restore(n.selfID, rec))
+		s, fresh := n.helds.add(rec.Key, held.Restore(n.selfID, rec), n.clock.Now())
 		if !fresh {
 			continue
 		}

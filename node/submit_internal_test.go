@@ -35,8 +35,8 @@ func TestSubmitOutlivesAReplicaThatStopsAnswering(t *testing.T) {
 		}
 		t.Cleanup(func() { h.Close() })
 		ok := rpc.MustCBOR(api.GuardReply{OK: true})
-		rpc.Serve(h, api.OriginReplica{}.Protocol(), api.MaxControlFrame, time.Minute, func(context.Context, peer.ID, []byte) []byte { return ok })
-		rpc.Serve(h, api.GuardStore{}.Protocol(), 1<<20, time.Minute, func(ctx context.Context, _ peer.ID, _ []byte) []byte {
+		rpc.Serve(h, nil, api.OriginReplica{}.Protocol(), api.MaxControlFrame, time.Minute, func(context.Context, peer.ID, []byte) []byte { return ok })
+		rpc.Serve(h, nil, api.GuardStore{}.Protocol(), 1<<20, time.Minute, func(ctx context.Context, _ peer.ID, _ []byte) []byte {
 			if silentGuard {
 				select {
 				case <-stall:

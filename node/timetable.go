@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/bedwe/bedwe/internal/atomicfile"
 	"github.com/bedwe/bedwe/node/api"
 	"github.com/bedwe/bedwe/outage"
@@ -27,7 +29,7 @@ const scheduleSignedFile = "schedule.signed.json"
 // the trusted signers of gossiped timetables.
 type timetable struct {
 	view  *outage.View
-	clock schedule.VirtualClock
+	clock ttClock
 
 	keysMu    sync.Mutex
 	keysFile  string
@@ -41,10 +43,22 @@ type timetable struct {
 	signed   []byte
 }
 
+// ttClock is the timetable clock (Config.Clock) driven by the node's clock
+// (Config.Env) instead of the wall clock, so that a simulated node's
+// timetable decisions follow simulated time. Its Virtual, Real and
+// RealAt are the virtual clock's.
+type ttClock struct {
+	schedule.VirtualClock
+	base clockwork.Clock
+}
+
+// Now is the timetable time at the node's now.
+func (c ttClock) Now() time.Time { return c.At(c.base.Now()) }
+
 // startTimetable builds the outage view from the configured timetable file
 // and the persisted signed timetable, whichever was issued later.
 func (n *Node) startTimetable() error {
-	t := &timetable{clock: n.cfg.Clock, keysFile: n.cfg.TrustedKeysFile, fixedKeys: n.cfg.TrustedKeys}
+	t := &timetable{clock: ttClock{VirtualClock: n.cfg.Clock, base: n.clock}, keysFile: n.cfg.TrustedKeysFile, fixedKeys: n.cfg.TrustedKeys}
 	// Liveness in the view must agree with presence, which the node keeps
 	// in real time: a peer is live as long as presence keeps it.
 	ocfg := n.cfg.Outage

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -102,6 +103,9 @@ type Journal struct {
 	// observe, when set, is told how long each write (Update, Batch, and
 	// so Put and Delete) took, commit and fsync included (WithObserver).
 	observe func(op string, d time.Duration)
+	// clock times the writes observed and the flush of Later's writes
+	// (WithClock).
+	clock clockwork.Clock
 }
 
 // Option configures Open.
@@ -111,6 +115,7 @@ type config struct {
 	lockTimeout time.Duration
 	noSync      bool
 	observe     func(op string, d time.Duration)
+	clock       clockwork.Clock
 }
 
 // Write operations an observer is told about (WithObserver).
@@ -127,6 +132,18 @@ const (
 // safe for concurrent use (the node feeds a Prometheus histogram).
 func WithObserver(fn func(op string, d time.Duration)) Option {
 	return func(c *config) { c.observe = fn }
+}
+
+// WithClock times the writes told to the observer and the wait of Later's
+// writes (LaterFlush) on clock instead of the wall clock (a simulated
+// node's clock). Nil means the wall clock. The file lock's timeout
+// (WithLockTimeout) stays on the wall clock: bbolt waits for it.
+func WithClock(clock clockwork.Clock) Option {
+	return func(c *config) {
+		if clock != nil {
+			c.clock = clock
+		}
+	}
 }
 
 // WithLockTimeout sets how long Open waits for the file lock (default
@@ -152,7 +169,7 @@ func WithoutSync() Option {
 // most the lock timeout for another process to release the file and then
 // fails with ErrLocked; a damaged file fails with ErrCorrupt.
 func Open(path string, opts ...Option) (*Journal, error) {
-	cfg := config{lockTimeout: DefaultLockTimeout}
+	cfg := config{lockTimeout: DefaultLockTimeout, clock: clockwork.NewRealClock()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -171,7 +188,7 @@ func Open(path string, opts ...Option) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{db: db, path: path, observe: cfg.observe}
+	j := &Journal{db: db, path: path, observe: cfg.observe, clock: cfg.clock}
 	if err := j.init(); err != nil {
 		db.Close()
 		return nil, err
@@ -345,7 +362,7 @@ func (j *Journal) Count(bucket string) (n int, err error) {
 // transaction of its own, so fn may run twice: it must only read and
 // write through tx (every writer in the node does).
 func (j *Journal) Update(fn func(tx *Tx) error) error {
-	defer j.timed(OpUpdate, time.Now())
+	defer j.timed(OpUpdate, j.clock.Now())
 	c := &writeCall{fn: fn, wake: make(chan struct{})}
 	j.group.mu.Lock()
 	j.group.pending = append(j.group.pending, c)
@@ -415,7 +432,7 @@ func (j *Journal) Later(fn func(tx *Tx) error) {
 	j.group.laterArmed = true
 	j.group.mu.Unlock()
 	if arm {
-		time.AfterFunc(LaterFlush, j.flushLater)
+		j.clock.AfterFunc(LaterFlush, j.flushLater)
 	}
 }
 
@@ -524,7 +541,7 @@ func runRecovered(fn func(tx *Tx) error, tx *Tx) (ok bool) {
 // timed tells the observer, if any, how long op took since start.
 func (j *Journal) timed(op string, start time.Time) {
 	if j.observe != nil {
-		j.observe(op, time.Since(start))
+		j.observe(op, j.clock.Since(start))
 	}
 }
 
@@ -544,7 +561,7 @@ func (j *Journal) View(fn func(tx *Tx) error) error {
 // not depend on side effects outside the transaction. Batch returns once
 // the shared commit is on disk.
 func (j *Journal) Batch(fn func(tx *Tx) error) error {
-	defer j.timed(OpBatch, time.Now())
+	defer j.timed(OpBatch, j.clock.Now())
 	if err := j.db.Batch(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) }); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}

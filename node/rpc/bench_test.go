@@ -27,8 +27,8 @@ func BenchmarkMuxCall(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			client, server := pair(b)
 			var calls atomic.Int64
-			serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
-			m := rpc.NewMux(client, 15*time.Second, nil)
+			serveEcho(rpc.NewMux(server, nil, 15*time.Second, nil), &calls)
+			m := rpc.NewMux(client, nil, 15*time.Second, nil)
 			b.Cleanup(m.Close)
 			benchCalls(b, p.size, func(req []byte) ([]byte, error) {
 				return m.Call(context.Background(), server.ID(), echo, req, 1<<20, 10*time.Second)

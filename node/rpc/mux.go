@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -41,7 +42,10 @@ const ProtoMux = "/bedwe/rpc/1.0.0"
 // fails the requests in flight (their outcome is unknown, as with a reset
 // stream) and the next request opens another.
 type Mux struct {
-	h      host.Host
+	h host.Host
+	// clock times sessions (idle linger, the last answer read), the
+	// peers called plain and the streams' deadlines.
+	clock  clockwork.Clock
 	linger time.Duration
 	// Admit, if set, is asked for every request a peer sends on a session
 	// (the node's membership check and hand-off rate limit); false
@@ -98,9 +102,13 @@ const (
 var errNotSent = errors.New("session closed before the request was sent")
 
 // NewMux serves ProtoMux on h (register it before peers connect) and
-// returns the mux for h's requests. admit may be nil. Close stops it.
-func NewMux(h host.Host, linger time.Duration, admit func(proto string, from peer.ID) bool) *Mux {
-	m := &Mux{h: h, linger: linger, admit: admit, handlers: map[string]muxHandler{},
+// returns the mux for h's requests, timed on clock (nil: the wall clock).
+// admit may be nil. Close stops it.
+func NewMux(h host.Host, clock clockwork.Clock, linger time.Duration, admit func(proto string, from peer.ID) bool) *Mux {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	m := &Mux{h: h, clock: clock, linger: linger, admit: admit, handlers: map[string]muxHandler{},
 		sessions: map[peer.ID]*muxSession{}, plain: map[peer.ID]time.Time{}}
 	h.SetStreamHandler(protocol.ID(ProtoMux), m.serveSession)
 	return m
@@ -112,7 +120,7 @@ func (m *Mux) Serve(proto string, maxReq int, timeout time.Duration, fn HandlerF
 	m.mu.Lock()
 	m.handlers[proto] = muxHandler{maxReq: maxReq, timeout: timeout, fn: fn}
 	m.mu.Unlock()
-	Serve(m.h, proto, maxReq, timeout, fn)
+	Serve(m.h, m.clock, proto, maxReq, timeout, fn)
 }
 
 // longestTimeout is the longest deadline of the served protocols: a
@@ -165,7 +173,7 @@ func (m *Mux) Call(ctx context.Context, p peer.ID, proto string, payload []byte,
 		if errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
 			// Nothing reached a handler: the peer refused the protocol.
 			m.mu.Lock()
-			m.plain[p] = time.Now().Add(plainFor)
+			m.plain[p] = m.clock.Now().Add(plainFor)
 			m.mu.Unlock()
 			return Call(ctx, m.h, p, proto, payload, maxResp, timeout)
 		}
@@ -196,7 +204,7 @@ func (m *Mux) callsPlain(p peer.ID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	until, ok := m.plain[p]
-	if ok && time.Now().After(until) {
+	if ok && m.clock.Now().After(until) {
 		delete(m.plain, p)
 		return false
 	}
@@ -224,7 +232,7 @@ func (m *Mux) session(ctx context.Context, p peer.ID) (*muxSession, error) {
 		s = m.sessions[p]
 	}
 	if s == nil {
-		s = &muxSession{m: m, peer: p, ready: make(chan struct{}), wsem: make(chan struct{}, 1), pending: map[uint64]chan muxAnswer{}, lastUsed: time.Now()}
+		s = &muxSession{m: m, peer: p, ready: make(chan struct{}), wsem: make(chan struct{}, 1), pending: map[uint64]chan muxAnswer{}, lastUsed: m.clock.Now()}
 		m.sessions[p] = s
 		m.mu.Unlock()
 		// The session is every waiting request's, not only this one's:
@@ -331,7 +339,7 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 	s.next++
 	id := s.next
 	s.pending[id] = ch
-	s.lastUsed = time.Now()
+	s.lastUsed = s.m.clock.Now()
 	s.mu.Unlock()
 	defer s.forget(id)
 
@@ -345,7 +353,7 @@ func (s *muxSession) call(ctx context.Context, proto string, payload []byte, max
 		<-s.wsem
 		return nil, err
 	}
-	sent := time.Now()
+	sent := s.m.clock.Now()
 	wrote := make(chan error, 1)
 	go func() { wrote <- s.send(frame, sent, ch) }()
 	select {
@@ -420,7 +428,7 @@ func (s *muxSession) send(frame []byte, sent time.Time, ch chan muxAnswer) error
 func (s *muxSession) forget(id uint64) {
 	s.mu.Lock()
 	delete(s.pending, id)
-	s.lastUsed = time.Now()
+	s.lastUsed = s.m.clock.Now()
 	s.closeIfDrained()
 }
 
@@ -499,7 +507,7 @@ func (s *muxSession) readLoop() {
 		s.mu.Lock()
 		ch := s.pending[id]
 		delete(s.pending, id)
-		s.lastRead = time.Now()
+		s.lastRead = s.m.clock.Now()
 		s.mu.Unlock()
 		if ch != nil {
 			ch <- a
@@ -510,11 +518,11 @@ func (s *muxSession) readLoop() {
 // idleLoop closes the session once no request used it for the mux's
 // linger.
 func (s *muxSession) idleLoop() {
-	t := time.NewTicker(max(s.m.linger/3, time.Millisecond))
+	t := s.m.clock.NewTicker(max(s.m.linger/3, time.Millisecond))
 	defer t.Stop()
-	for range t.C {
+	for range t.Chan() {
 		s.mu.Lock()
-		idle := len(s.pending) == 0 && time.Since(s.lastUsed) >= s.m.linger
+		idle := len(s.pending) == 0 && s.m.clock.Since(s.lastUsed) >= s.m.linger
 		broken := s.err != nil
 		if idle && !broken {
 			s.err = errors.New(ProtoMux + " session closed after it went idle")
@@ -553,7 +561,7 @@ func (m *Mux) serveSession(st network.Stream) {
 		frame := pack.FrameBytes(varint.ToUvarint(id), []byte{status}, payload)
 		wmu.Lock()
 		defer wmu.Unlock()
-		_ = st.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_ = st.SetWriteDeadline(m.clock.Now().Add(10 * time.Second))
 		if _, err := st.Write(frame); err != nil {
 			resetStream(st)
 		}
@@ -567,7 +575,7 @@ func (m *Mux) serveSession(st network.Stream) {
 	for {
 		// A session the caller no longer uses is closed by it (linger);
 		// one that sends nothing for far longer is given up here.
-		_ = st.SetReadDeadline(time.Now().Add(4*m.linger + m.longestTimeout() + time.Minute))
+		_ = st.SetReadDeadline(m.clock.Now().Add(4*m.linger + m.longestTimeout() + time.Minute))
 		frame, err := pack.ReadFrame(r, MaxMuxPayload+2*varint.MaxLenUvarint63+256)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -68,7 +68,7 @@ func serveEcho(m *rpc.Mux, calls *atomic.Int64) {
 // servePlainEcho serves echo on streams of their own only (no mux): an
 // older node, or a bare host. Answers are the request as it came.
 func servePlainEcho(h host.Host, calls *atomic.Int64) {
-	rpc.Serve(h, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
+	rpc.Serve(h, nil, echo, 1<<20, 10*time.Second, func(_ context.Context, _ peer.ID, req []byte) []byte {
 		calls.Add(1)
 		return req
 	})
@@ -80,8 +80,8 @@ func servePlainEcho(h host.Host, calls *atomic.Int64) {
 func TestMuxCallsOnOneStream(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
-	m := rpc.NewMux(client, 15*time.Second, nil)
+	serveEcho(rpc.NewMux(server, nil, 15*time.Second, nil), &calls)
+	m := rpc.NewMux(client, nil, 15*time.Second, nil)
 	defer m.Close()
 
 	const n = 200
@@ -125,7 +125,7 @@ func TestMuxFallsBackToStreams(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
 	servePlainEcho(server, &calls)
-	m := rpc.NewMux(client, 15*time.Second, nil)
+	m := rpc.NewMux(client, nil, 15*time.Second, nil)
 	defer m.Close()
 	for i := range 3 {
 		resp, err := m.Call(context.Background(), server.ID(), echo, []byte{byte(i)}, 16, 10*time.Second)
@@ -151,7 +151,7 @@ func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
 	const slow, refused, closed, wait = "/test/slow/1.0.0", "/test/refused/1.0.0", "/test/closed/1.0.0", "/test/wait/1.0.0"
-	sm := rpc.NewMux(server, 15*time.Second, func(proto string, _ peer.ID) bool { return proto != closed })
+	sm := rpc.NewMux(server, nil, 15*time.Second, func(proto string, _ peer.ID) bool { return proto != closed })
 	serveEcho(sm, &calls)
 	release := make(chan struct{})
 	defer close(release)
@@ -171,7 +171,7 @@ func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 		return req
 	})
 	sm.Serve(closed, 1<<20, 10*time.Second, func(context.Context, peer.ID, []byte) []byte { return []byte("x") })
-	m := rpc.NewMux(client, 15*time.Second, nil)
+	m := rpc.NewMux(client, nil, 15*time.Second, nil)
 	defer m.Close()
 	ctx := context.Background()
 
@@ -263,9 +263,9 @@ func TestMuxRequestOutlivesItsDeadline(t *testing.T) {
 func TestMuxSessionEndsWhenIdle(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, time.Hour, nil), &calls)
+	serveEcho(rpc.NewMux(server, nil, time.Hour, nil), &calls)
 	const linger = 300 * time.Millisecond
-	m := rpc.NewMux(client, linger, nil)
+	m := rpc.NewMux(client, nil, linger, nil)
 	defer m.Close()
 	ctx := context.Background()
 	if _, err := m.Call(ctx, server.ID(), echo, []byte("1"), 64, 10*time.Second); err != nil {
@@ -294,8 +294,8 @@ func TestMuxSessionEndsWhenIdle(t *testing.T) {
 func TestMuxSessionOutlivesNoConnection(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, time.Hour, nil), &calls)
-	m := rpc.NewMux(client, time.Hour, nil)
+	serveEcho(rpc.NewMux(server, nil, time.Hour, nil), &calls)
+	m := rpc.NewMux(client, nil, time.Hour, nil)
 	defer m.Close()
 	ctx := context.Background()
 	if _, err := m.Call(ctx, server.ID(), echo, []byte("1"), 64, 10*time.Second); err != nil {
@@ -372,7 +372,7 @@ func (h *sessionHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol
 func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
 	client, server := pair(t)
 	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	serveEcho(rpc.NewMux(server, nil, 15*time.Second, nil), &calls)
 	opening, open := make(chan struct{}, 4), make(chan struct{})
 	slowHost := &sessionHost{Host: client, opening: func(ctx context.Context) error {
 		opening <- struct{}{}
@@ -383,7 +383,7 @@ func TestMuxOpenOutlivesTheFirstDeadline(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	m := rpc.NewMux(slowHost, 15*time.Second, nil)
+	m := rpc.NewMux(slowHost, nil, 15*time.Second, nil)
 	defer m.Close()
 	short := make(chan error, 1)
 	go func() {
@@ -428,11 +428,11 @@ func stallingMux(t *testing.T) (*rpc.Mux, *countingHost, *stallStream) {
 	t.Helper()
 	client, server := pair(t)
 	var calls atomic.Int64
-	serveEcho(rpc.NewMux(server, 15*time.Second, nil), &calls)
+	serveEcho(rpc.NewMux(server, nil, 15*time.Second, nil), &calls)
 	sh := &stallStream{armed: new(atomic.Bool), stalled: make(chan struct{}, 1), unstall: make(chan struct{})}
 	m := rpc.NewMux(&sessionHost{Host: client, wrap: func(st network.Stream) network.Stream {
 		return &stallStream{Stream: st, armed: sh.armed, stalled: sh.stalled, unstall: sh.unstall}
-	}}, 15*time.Second, nil)
+	}}, nil, 15*time.Second, nil)
 	t.Cleanup(func() { m.Close() })
 	if _, err := m.Call(context.Background(), server.ID(), echo, []byte("open"), 64, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -518,7 +518,7 @@ func TestMuxFallsBackWhenNegotiatedLazily(t *testing.T) {
 	if err := client.Peerstore().AddProtocols(server.ID(), rpc.ProtoMux); err != nil {
 		t.Fatal(err)
 	}
-	m := rpc.NewMux(client, 15*time.Second, nil)
+	m := rpc.NewMux(client, nil, 15*time.Second, nil)
 	defer m.Close()
 	for i := range 5 {
 		if _, err := m.Call(context.Background(), server.ID(), echo, []byte{byte(i)}, 16, 5*time.Second); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -94,11 +95,15 @@ func CallCBOR(ctx context.Context, h host.Host, p peer.ID, proto string, req, re
 // stream (protocol error).
 type HandlerFunc func(ctx context.Context, from peer.ID, req []byte) []byte
 
-// Serve registers fn for proto with a deadline on every stream, one request
-// frame of at most maxReq bytes and one response frame.
-func Serve(h host.Host, proto string, maxReq int, timeout time.Duration, fn HandlerFunc) {
+// Serve registers fn for proto with a deadline on every stream (timeout
+// after it opened, on clock; nil: the wall clock), one request frame of at
+// most maxReq bytes and one response frame.
+func Serve(h host.Host, clock clockwork.Clock, proto string, maxReq int, timeout time.Duration, fn HandlerFunc) {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
 	h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
-		_ = s.SetDeadline(time.Now().Add(timeout))
+		_ = s.SetDeadline(clock.Now().Add(timeout))
 		req, err := pack.ReadFrame(s, maxReq)
 		if err != nil && !errors.Is(err, io.EOF) {
 			_ = s.Reset()
