@@ -8,10 +8,11 @@ import (
 
 // Node is one peer's protocol state: the registers it keeps as an
 // acceptor, the positions it holds, and the proposals it drives. It does
-// no I/O of its own: everything goes through the sim.Env it is handed.
+// no I/O of its own: everything goes through the sim.Host it is handed
+// (the simulator, or a runtime over a real transport and journal).
 type Node struct {
 	cfg Config
-	env *sim.Env
+	env sim.Host
 	// acc holds this node's acceptor registers by workflow.
 	acc map[uint64]*acceptor
 	// held holds the positions this node runs or waits to run.
@@ -51,7 +52,7 @@ func key(wf uint64, kind int) sim.TimerKey { return sim.TimerKey(wf<<3 | uint64(
 
 // Boot implements sim.Machine: the registers come back from the journal;
 // held positions and proposals do not (their acceptors re-route them).
-func (n *Node) Boot(env *sim.Env, durable []any) {
+func (n *Node) Boot(env sim.Host, durable []any) {
 	n.env = env
 	n.acc = map[uint64]*acceptor{}
 	n.held = map[uint64]*holding{}
@@ -74,7 +75,7 @@ func (n *Node) Boot(env *sim.Env, durable []any) {
 }
 
 // Receive implements sim.Machine.
-func (n *Node) Receive(env *sim.Env, from sim.NodeID, m sim.Message) {
+func (n *Node) Receive(env sim.Host, from sim.NodeID, m sim.Message) {
 	n.heard[from] = env.Now()
 	switch m := m.(type) {
 	case *Accept:
@@ -97,7 +98,7 @@ func (n *Node) Receive(env *sim.Env, from sim.NodeID, m sim.Message) {
 }
 
 // Timer implements sim.Machine.
-func (n *Node) Timer(env *sim.Env, k sim.TimerKey) {
+func (n *Node) Timer(env sim.Host, k sim.TimerKey) {
 	wf, kind := uint64(k)>>3, int(k&7)
 	switch kind {
 	case timerWatch:
@@ -112,7 +113,7 @@ func (n *Node) Timer(env *sim.Env, k sim.TimerKey) {
 }
 
 // Synced implements sim.Machine: answers waiting for the journal leave.
-func (n *Node) Synced(env *sim.Env, lsn sim.LSN) {
+func (n *Node) Synced(env sim.Host, lsn sim.LSN) {
 	i := 0
 	for ; i < len(n.afterSync) && n.afterSync[i].lsn <= lsn; i++ {
 		d := n.afterSync[i]

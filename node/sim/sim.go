@@ -31,18 +31,50 @@ type TimerKey uint64
 type LSN uint64
 
 // Machine is one node's protocol code. Every method runs to completion
-// without blocking; its effects go through env.
+// without blocking; its effects go through host. The simulator is one
+// Host (Env); a node's runtime over a real transport and journal is
+// another, so the same protocol code runs in both.
 type Machine interface {
 	// Boot starts the node, the first time or after a kill, with the
 	// records its journal made durable before (nil the first time).
-	Boot(env *Env, durable []any)
+	Boot(host Host, durable []any)
 	// Receive handles a message from another node.
-	Receive(env *Env, from NodeID, m Message)
-	// Timer handles a timer set with env.SetTimer.
-	Timer(env *Env, key TimerKey)
+	Receive(host Host, from NodeID, m Message)
+	// Timer handles a timer set with host.SetTimer.
+	Timer(host Host, key TimerKey)
 	// Synced says that every record appended up to lsn is durable.
-	Synced(env *Env, lsn LSN)
+	Synced(host Host, lsn LSN)
 }
+
+// Host is everything a Machine reaches the world through. Calls come from
+// one goroutine at a time (the simulator's, or the node's event loop).
+type Host interface {
+	// ID is the node's own ID; Nodes how many the mesh has; ZoneOf a
+	// node's power zone.
+	ID() NodeID
+	Nodes() int
+	ZoneOf(NodeID) int
+	// Now is the node's monotonic clock; Rand its seeded random source.
+	Now() Time
+	Rand() *rand.Rand
+	// Send sends a message (it may be lost, delayed, duplicated or
+	// reordered: the protocol retries and tolerates all of these).
+	Send(to NodeID, m Message)
+	// SetTimer fires Timer(key) after d, replacing key's pending timer;
+	// CancelTimer cancels it.
+	SetTimer(key TimerKey, d Time)
+	CancelTimer(key TimerKey)
+	// Append buffers a journal record; Sync makes every record appended
+	// so far durable and then calls Synced with the last LSN.
+	Append(rec any) LSN
+	Sync()
+	// Execute starts a service invocation and records it; Report tells
+	// the node's clients a fact (a submission acknowledged, an end).
+	Execute(x Execution)
+	Report(r Report)
+}
+
+var _ Host = (*Env)(nil)
 
 // NetConfig shapes the simulated network.
 type NetConfig struct {
