@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,9 @@ func runSim(c *cli.Context) error {
 	} else {
 		fmt.Fprintf(out, "%d seeds of %d nodes in %.1f s (%.0f seeds/s): %d workflows, %d acknowledged, %d done, %d failed at a once step; %d executions (%d re-runs); %d faults; %d events; %d violations\n",
 			s.Seeds, s.Nodes, s.Seconds, s.SeedsPerSecond, s.Workflows, s.Acked, s.Done, s.FailedOnce, s.Executions, s.Reruns, s.Faults, s.Events, s.Violations)
+		if s.Reroutes > 0 {
+			fmt.Fprintf(out, "a killed holder's position held again after: p50 %.0f ms, p99 %.0f ms (%d positions)\n", s.RerouteP50, s.RerouteP99, s.Reroutes)
+		}
 		for _, r := range s.FailingSeeds {
 			fmt.Fprintf(out, "seed %d (hash %s): %s\n  replay: bedwe sim --seed %d --trace%s\n", r.Seed, r.Hash, strings.Join(r.Violations, "; "), r.Seed, replayFlags(c))
 		}
@@ -198,6 +202,15 @@ func runScenario(c *cli.Context, name string, asJSON bool) error {
 			}
 		}
 		fmt.Fprintf(out, "%s: %d of %d seeds held (%s)\n", sc.Name, count-failed, count, sc.Shape)
+		var waits []time.Duration
+		for _, r := range results {
+			waits = append(waits, r.Reroutes...)
+		}
+		if len(waits) > 0 {
+			slices.Sort(waits)
+			fmt.Fprintf(out, "a killed holder's position held again after: p50 %d ms, p99 %d ms (%d positions)\n",
+				waits[len(waits)/2].Milliseconds(), waits[len(waits)*99/100].Milliseconds(), len(waits))
+		}
 	}
 	if failed > 0 {
 		return cli.Exit("", 2)

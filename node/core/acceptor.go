@@ -157,6 +157,7 @@ func (n *Node) onWatch(wf uint64) {
 		return
 	}
 	a.heard = n.env.Now()
-	n.reroute(wf, a)
+	n.suspect[a.rec.Value.Holder] = n.env.Now()
+	n.reroute(wf, a.rec.Group, 0)
 	n.watch(wf, a)
 }

@@ -198,6 +198,9 @@ type Config struct {
 	SuspectAfter, Stagger sim.Time
 	// RetryEvery is how often an unanswered request is sent again.
 	RetryEvery sim.Time
+	// TakeWait is how long a proposer waits for its receiver to take the
+	// pack before it re-routes the position to another receiver.
+	TakeWait sim.Time
 }
 
 // DefaultConfig is the timing of the simulated mesh (a testnet's).
@@ -208,6 +211,7 @@ func DefaultConfig() Config {
 		SuspectAfter: 1500 * time.Millisecond,
 		Stagger:      500 * time.Millisecond,
 		RetryEvery:   300 * time.Millisecond,
+		TakeWait:     1 * time.Second,
 	}
 }
 

@@ -121,7 +121,7 @@ func (n *Node) onRan(wf uint64) {
 	if next.Token.Pos == len(w.Steps) {
 		next.End, next.Holder = Done, -1
 	} else {
-		next.Holder = n.pickReceiver()
+		next.Holder = n.pickReceiver(h.group)
 	}
 	n.propose(wf, h.group, next, purposeHandOver)
 }

@@ -27,6 +27,9 @@ type Node struct {
 	heard map[sim.NodeID]sim.Time
 	// started holds the once steps this node journaled it started.
 	started map[StartRecord]bool
+	// suspect is when this node last found each peer silent: a receiver
+	// is not picked among peers suspected within SuspectAfter × 4.
+	suspect map[sim.NodeID]sim.Time
 }
 
 type deferred struct {
@@ -58,6 +61,7 @@ func (n *Node) Boot(env sim.Host, durable []any) {
 	n.held = map[uint64]*holding{}
 	n.props = map[uint64]*proposal{}
 	n.heard = map[sim.NodeID]sim.Time{}
+	n.suspect = map[sim.NodeID]sim.Time{}
 	n.started = map[StartRecord]bool{}
 	for _, r := range durable {
 		switch rec := r.(type) {
@@ -150,28 +154,37 @@ func (n *Node) sendAfter(lsn sim.LSN, to sim.NodeID, m sim.Message) {
 	n.afterSync = append(n.afterSync, deferred{lsn, to, m})
 }
 
-// pickReceiver chooses who runs the next position: a peer heard from
-// recently, other than those in avoid; any other peer if none was.
-func (n *Node) pickReceiver(avoid ...sim.NodeID) sim.NodeID {
+// pickReceiver chooses who runs the next position. The holder is kept off
+// the workflow's acceptors where it can be, so that one crash costs a
+// position its holder or one of its three copies, not both; among the
+// rest it prefers peers heard from lately, and it skips peers found
+// silent lately (and not heard from since) and those in avoid.
+func (n *Node) pickReceiver(group []sim.NodeID, avoid ...sim.NodeID) sim.NodeID {
 	now := n.env.Now()
-	var live, any []sim.NodeID
+	var tiers [4][]sim.NodeID // outside the group: heard, not; inside: heard, not
 	for i := range n.env.Nodes() {
 		id := sim.NodeID(i)
 		if slices.Contains(avoid, id) {
 			continue
 		}
-		any = append(any, id)
-		if t, ok := n.heard[id]; ok && now-t < 3*n.cfg.SuspectAfter || id == n.env.ID() {
-			live = append(live, id)
+		if t, ok := n.suspect[id]; ok && now-t < 4*n.cfg.SuspectAfter && n.heard[id] <= t {
+			continue
+		}
+		tier := 0
+		if t, ok := n.heard[id]; !(ok && now-t < n.cfg.SuspectAfter || id == n.env.ID()) {
+			tier = 1
+		}
+		if slices.Contains(group, id) {
+			tier += 2
+		}
+		tiers[tier] = append(tiers[tier], id)
+	}
+	for _, t := range tiers {
+		if len(t) > 0 {
+			return t[n.env.Rand().IntN(len(t))]
 		}
 	}
-	if len(live) == 0 {
-		live = any
-	}
-	if len(live) == 0 {
-		return n.env.ID()
-	}
-	return live[n.env.Rand().IntN(len(live))]
+	return n.env.ID()
 }
 
 // PickGroup chooses a workflow's acceptors: GroupSize nodes, one a zone
@@ -207,7 +220,7 @@ func (n *Node) Submit(w *Workflow) {
 	group := n.PickGroup()
 	v := Value{
 		Token:  Token{Ballot: Ballot{Epoch: 1, Node: n.env.ID()}, Pos: 0},
-		Holder: n.pickReceiver(),
+		Holder: n.pickReceiver(group),
 		Pack:   &Pack{Workflow: w},
 	}
 	if len(w.Steps) == 0 {

@@ -30,10 +30,12 @@ type proposal struct {
 	promises map[sim.NodeID]*Promise
 	accepts  map[sim.NodeID]bool
 	took     bool
+	// since is when the current phase began (for the receiver's wait).
+	since sim.Time
 }
 
 func (n *Node) propose(wf uint64, group []sim.NodeID, v Value, purpose int) {
-	p := &proposal{group: group, purpose: purpose, phase: phaseAccept, ballot: v.Token.Ballot, value: v, accepts: map[sim.NodeID]bool{}}
+	p := &proposal{group: group, purpose: purpose, phase: phaseAccept, ballot: v.Token.Ballot, value: v, accepts: map[sim.NodeID]bool{}, since: n.env.Now()}
 	n.props[wf] = p
 	n.sendProposal(wf, p)
 }
@@ -60,19 +62,34 @@ func (n *Node) sendProposal(wf uint64, p *proposal) {
 }
 
 func (n *Node) onResend(wf uint64) {
-	if p := n.props[wf]; p != nil {
-		n.sendProposal(wf, p)
+	p := n.props[wf]
+	if p == nil {
+		return
 	}
+	if p.phase != phasePrepare && p.value.End == Running && !p.took && n.env.Now()-p.since >= n.cfg.TakeWait {
+		// The receiver has not taken the pack: it is most likely down.
+		// Re-route the position now rather than wait for the acceptors
+		// to miss its beats; a re-route is safe at any time, and it
+		// avoids this receiver.
+		n.suspect[p.value.Holder] = n.env.Now()
+		n.reroute(wf, p.group, p.ballot.Epoch)
+		return
+	}
+	n.sendProposal(wf, p)
 }
 
-// reroute starts a promise round under a ballot above every one this
-// acceptor has seen: the holder of its value went silent.
-func (n *Node) reroute(wf uint64, a *acceptor) {
-	epoch := max(a.rec.Promised.Epoch, a.rec.Value.Token.Ballot.Epoch, a.seen)
+// reroute starts a promise round under a ballot above every one this node
+// has seen for the workflow: the holder of its position went silent (an
+// acceptor's watch), or never took its pack (a proposer's wait). Any node
+// may propose; the acceptors' promises decide.
+func (n *Node) reroute(wf uint64, group []sim.NodeID, epoch uint32) {
+	if a := n.acc[wf]; a != nil {
+		epoch = max(epoch, a.rec.Promised.Epoch, a.rec.Value.Token.Ballot.Epoch, a.seen)
+	}
 	if p := n.props[wf]; p != nil {
 		epoch = max(epoch, p.ballot.Epoch)
 	}
-	p := &proposal{group: a.rec.Group, purpose: purposeReroute, phase: phasePrepare,
+	p := &proposal{group: group, purpose: purposeReroute, phase: phasePrepare, since: n.env.Now(),
 		ballot: Ballot{Epoch: epoch + 1, Node: n.env.ID()}, promises: map[sim.NodeID]*Promise{}}
 	n.props[wf] = p
 	n.sendProposal(wf, p)
@@ -112,10 +129,10 @@ func (n *Node) onPromise(from sim.NodeID, m *Promise) {
 			// workflow rather than run it twice.
 			v.End = Failed
 		} else {
-			v.Holder = n.pickReceiver(best.Holder)
+			v.Holder = n.pickReceiver(p.group, best.Holder)
 		}
 	}
-	p.phase, p.value, p.accepts = phaseAccept, v, map[sim.NodeID]bool{}
+	p.phase, p.value, p.accepts, p.since = phaseAccept, v, map[sim.NodeID]bool{}, n.env.Now()
 	n.sendProposal(m.Workflow, p)
 }
 

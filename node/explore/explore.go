@@ -74,17 +74,21 @@ func (o *Options) defaults() {
 
 // Result is one seed's run.
 type Result struct {
-	Seed       uint64   `json:"seed"`
-	Hash       string   `json:"hash"`
-	Events     uint64   `json:"events"`
-	Workflows  int      `json:"workflows"`
-	Acked      int      `json:"acked"`
-	Done       int      `json:"done"`
-	Failed     int      `json:"failed_once"`
-	Executions int      `json:"executions"`
-	Reruns     int      `json:"reruns"`
-	Faults     int      `json:"faults"`
-	Violations []string `json:"violations,omitempty"`
+	Seed       uint64 `json:"seed"`
+	Hash       string `json:"hash"`
+	Events     uint64 `json:"events"`
+	Workflows  int    `json:"workflows"`
+	Acked      int    `json:"acked"`
+	Done       int    `json:"done"`
+	Failed     int    `json:"failed_once"`
+	Executions int    `json:"executions"`
+	Reruns     int    `json:"reruns"`
+	Faults     int    `json:"faults"`
+	// Reroutes are how long each position whose holder was killed waited
+	// for a live holder to start it again (or for its workflow to fail at
+	// a once step): detection, the promise round and the new write.
+	Reroutes   []sim.Time `json:"-"`
+	Violations []string   `json:"violations,omitempty"`
 }
 
 // Run runs one seed: its drawn workload and fault schedule.
@@ -128,6 +132,7 @@ func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
 	})
 	s.World.OnExecute = chk.execute
 	s.World.OnReport = chk.report
+	s.World.OnFault = chk.fault
 	setup(s, chk)
 	s.At(o.FaultWindow, func() {
 		s.HealAll()
@@ -140,7 +145,7 @@ func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
 	r := Result{
 		Seed: seed, Hash: fmt.Sprintf("%016x", s.Hash()), Events: s.Events(),
 		Workflows: len(chk.workflows), Acked: len(chk.acked), Executions: len(s.World.Executions),
-		Faults: len(s.World.Faults), Violations: chk.violations,
+		Faults: len(s.World.Faults), Violations: chk.violations, Reroutes: chk.reroutes,
 	}
 	for id := range chk.acked {
 		switch chk.ended[id] {
@@ -238,6 +243,11 @@ type checker struct {
 	// onExecute, when set, is told of every execution (a scenario's
 	// triggers).
 	onExecute func(sim.Execution)
+	// running[wf] is the workflow's latest started position and its node;
+	// orphaned[wf] is when that node was killed while running it.
+	running  map[uint64]sim.Execution
+	orphaned map[uint64]sim.Time
+	reroutes []sim.Time
 }
 
 func newChecker() *checker {
@@ -251,6 +261,8 @@ func newChecker() *checker {
 		acked:     map[uint64]bool{},
 		ended:     map[uint64]core.End{},
 		endTok:    map[uint64]core.Token{},
+		running:   map[uint64]sim.Execution{},
+		orphaned:  map[uint64]sim.Time{},
 	}
 }
 
@@ -310,9 +322,35 @@ func (c *checker) expected(wf uint64) string {
 	return strings.Join(out, " ")
 }
 
+// fault notes a kill of a node that was running a workflow's position.
+func (c *checker) fault(f sim.Fault) {
+	if f.Kind != "kill" {
+		return
+	}
+	for wf, x := range c.running {
+		if x.Node == f.Node {
+			if _, ok := c.orphaned[wf]; !ok {
+				c.orphaned[wf] = f.At
+			}
+		}
+	}
+}
+
+// reprotected ends a workflow's wait for a live holder.
+func (c *checker) reprotected(wf uint64, at sim.Time) {
+	if t, ok := c.orphaned[wf]; ok {
+		c.reroutes = append(c.reroutes, at-t)
+		delete(c.orphaned, wf)
+	}
+}
+
 func (c *checker) execute(x sim.Execution) {
 	if c.onExecute != nil {
 		defer c.onExecute(x)
+	}
+	if prev, ok := c.running[x.Workflow]; !ok || x.Pos >= prev.Pos {
+		c.running[x.Workflow] = x
+		c.reprotected(x.Workflow, x.At)
 	}
 	if c.ran[x.Workflow] == nil {
 		c.ran[x.Workflow] = map[string]int{}
@@ -353,8 +391,12 @@ found:
 }
 
 func (c *checker) report(r sim.Report) {
-	if r.Kind == "acked" {
+	switch r.Kind {
+	case "acked":
 		c.acked[r.Workflow] = true
+	case "done", "failed":
+		c.reprotected(r.Workflow, r.At)
+		delete(c.running, r.Workflow)
 	}
 }
 

@@ -243,9 +243,9 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name:  "origin-killed",
-		Shape: "the node the workflow was submitted to is killed for good once step 0 starts: the register, not the origin, carries the workflow",
+		Shape: "the node the workflow was submitted to is killed for good once step 1 starts (after it acknowledged the submission): the register, not the origin, carries the workflow",
 		Script: func(x *Script) {
-			x.OnStart(0, func(sim.NodeID) { x.Sim().Kill(0) })
+			x.OnStart(1, func(sim.NodeID) { x.Sim().Kill(0) })
 		},
 		Want: wantDone,
 	},

@@ -2,26 +2,32 @@ package explore
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
 
 // Summary is what a batch of seeds found.
 type Summary struct {
-	Seeds          int      `json:"seeds"`
-	Nodes          int      `json:"nodes"`
-	Faults         int      `json:"faults"`
-	Workflows      int      `json:"workflows"`
-	Acked          int      `json:"acked"`
-	Done           int      `json:"done"`
-	FailedOnce     int      `json:"failed_once"`
-	Executions     int      `json:"executions"`
-	Reruns         int      `json:"reruns"`
-	Events         uint64   `json:"events"`
-	Violations     int      `json:"violations"`
-	FailingSeeds   []Result `json:"failing_seeds,omitempty"`
-	Seconds        float64  `json:"seconds"`
-	SeedsPerSecond float64  `json:"seeds_per_second"`
+	Seeds        int      `json:"seeds"`
+	Nodes        int      `json:"nodes"`
+	Faults       int      `json:"faults"`
+	Workflows    int      `json:"workflows"`
+	Acked        int      `json:"acked"`
+	Done         int      `json:"done"`
+	FailedOnce   int      `json:"failed_once"`
+	Executions   int      `json:"executions"`
+	Reruns       int      `json:"reruns"`
+	Events       uint64   `json:"events"`
+	Violations   int      `json:"violations"`
+	FailingSeeds []Result `json:"failing_seeds,omitempty"`
+	// RerouteP50 and RerouteP99 (milliseconds): how long a position whose
+	// holder was killed waited until a live holder started it again.
+	RerouteP50     float64 `json:"reroute_ms_p50"`
+	RerouteP99     float64 `json:"reroute_ms_p99"`
+	Reroutes       int     `json:"reroutes"`
+	Seconds        float64 `json:"seconds"`
+	SeedsPerSecond float64 `json:"seeds_per_second"`
 }
 
 // Seeds runs seeds first to first+count-1 on workers goroutines (0: one
@@ -59,7 +65,9 @@ func Seeds(first uint64, count int, workers int, o Options, progress func(done i
 	close(next)
 	wg.Wait()
 	s := Summary{Seeds: count, Nodes: o.Nodes}
+	var reroutes []time.Duration
 	for _, r := range results {
+		reroutes = append(reroutes, r.Reroutes...)
 		s.Faults += r.Faults
 		s.Workflows += r.Workflows
 		s.Acked += r.Acked
@@ -74,6 +82,12 @@ func Seeds(first uint64, count int, workers int, o Options, progress func(done i
 				s.FailingSeeds = append(s.FailingSeeds, r)
 			}
 		}
+	}
+	if len(reroutes) > 0 {
+		slices.Sort(reroutes)
+		s.Reroutes = len(reroutes)
+		s.RerouteP50 = float64(reroutes[len(reroutes)/2].Microseconds()) / 1000
+		s.RerouteP99 = float64(reroutes[len(reroutes)*99/100].Microseconds()) / 1000
 	}
 	s.Seconds = time.Since(start).Seconds()
 	if s.Seconds > 0 {

@@ -426,7 +426,7 @@ func (s *Sim) Kill(id NodeID) {
 	n.pending = nil
 	n.timers = map[TimerKey]uint64{}
 	n.env.dead = true
-	s.World.note(s.now, "kill", id)
+	s.note("kill", id)
 }
 
 // Restart boots a killed node from its durable records.
@@ -435,7 +435,7 @@ func (s *Sim) Restart(id NodeID) {
 	if n.alive {
 		return
 	}
-	s.World.note(s.now, "restart", id)
+	s.note("restart", id)
 	s.boot(n)
 }
 
@@ -445,15 +445,35 @@ func (s *Sim) Pause(id NodeID, d Time) {
 	n := s.nodes[id]
 	if n.alive && n.paused < s.now+d {
 		n.paused = s.now + d
-		s.World.note(s.now, "pause", id)
+		s.note("pause", id)
 	}
 }
 
 // Cut drops messages from one node to another (one way) until Heal.
-func (s *Sim) Cut(from, to NodeID) { s.cut[from][to] = true }
+func (s *Sim) Cut(from, to NodeID) {
+	s.cut[from][to] = true
+	s.traceLine(fmt.Sprintf("cut n%d -> n%d", from, to))
+}
 
 // Heal restores the link from one node to another.
-func (s *Sim) Heal(from, to NodeID) { s.cut[from][to] = false }
+func (s *Sim) Heal(from, to NodeID) {
+	if s.cut[from][to] {
+		s.cut[from][to] = false
+		s.traceLine(fmt.Sprintf("heal n%d -> n%d", from, to))
+	}
+}
+
+// note records a fault in the world and the trace.
+func (s *Sim) note(kind string, id NodeID) {
+	s.World.note(s.now, kind, id)
+	s.traceLine(fmt.Sprintf("%s n%d", kind, id))
+}
+
+func (s *Sim) traceLine(line string) {
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(s.now, line)
+	}
+}
 
 // HealAll restores every link.
 func (s *Sim) HealAll() {
@@ -462,6 +482,7 @@ func (s *Sim) HealAll() {
 			s.cut[i][j] = false
 		}
 	}
+	s.traceLine("heal all")
 }
 
 // Isolate cuts node id from every other node, both ways.
@@ -471,6 +492,7 @@ func (s *Sim) Isolate(id NodeID) {
 			s.cut[id][j], s.cut[j][id] = true, true
 		}
 	}
+	s.traceLine(fmt.Sprintf("isolate n%d", id))
 }
 
 // KillZone kills every node of zone z at the same instant.
@@ -663,6 +685,7 @@ type World struct {
 	Faults     []Fault
 	OnExecute  func(Execution)
 	OnReport   func(Report)
+	OnFault    func(Fault)
 }
 
 // Fault is one injected fault, for the run's summary.
@@ -674,6 +697,9 @@ type Fault struct {
 
 func (w *World) note(at Time, kind string, id NodeID) {
 	w.Faults = append(w.Faults, Fault{at, kind, id})
+	if w.OnFault != nil {
+		w.OnFault(Fault{at, kind, id})
+	}
 }
 
 // Mix folds values into a digest for Message.Digest.
