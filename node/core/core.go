@@ -3,12 +3,15 @@ package core
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bedwe/bedwe/node/sim"
 )
 
-// Step is one service call of a sequential chain.
+// Step is one position of a chain: a service call, or a FORK whose
+// branches run in parallel as chains of their own before the chain goes
+// on (SYNC).
 type Step struct {
 	Service string
 	// Once: the step must never run twice (a re-route of a position
@@ -16,6 +19,9 @@ type Step struct {
 	Once bool
 	// Duration is how long the service takes.
 	Duration sim.Time
+	// Branches, when set, make the step a FORK of these chains (each a
+	// sequence of service steps).
+	Branches [][]Step
 }
 
 // Workflow is what a client submits: an ID and its chain of steps.
@@ -24,16 +30,75 @@ type Workflow struct {
 	Steps []Step
 }
 
-// Pack is what the holder of a position needs: the workflow and the
-// outputs of the steps before it. Packs are immutable once sent.
+// A chain is the root sequence of a workflow or one branch of one of its
+// FORKs; every chain has a register of its own. ChainID packs the
+// workflow's ID with the FORK's position and the branch (one level).
+type ChainID = uint64
+
+// RootChain is a workflow's root chain.
+func RootChain(wf uint64) ChainID { return wf << 16 }
+
+// BranchChain is branch b of the FORK at position pos of a workflow.
+func BranchChain(wf uint64, pos, b int) ChainID { return wf<<16 | uint64(pos+1)<<8 | uint64(b+1) }
+
+// WorkflowOf is the workflow a chain belongs to; IsRoot says whether it
+// is the root chain.
+func WorkflowOf(c ChainID) uint64 { return c >> 16 }
+
+// IsRoot reports whether c is a workflow's root chain.
+func IsRoot(c ChainID) bool { return c&0xffff == 0 }
+
+// Pack is what the holder of a position needs: the workflow, the chain,
+// and the outputs of the chain's steps before it. Packs are immutable
+// once sent.
 type Pack struct {
 	Workflow *Workflow
+	Chain    ChainID
 	Outputs  []string
 }
 
-// Output is a step's output: a pure function of the service and position,
-// so the checker knows every workflow's fault-free result.
+// Steps are the steps of the pack's chain.
+func (p *Pack) Steps() []Step { return StepsOf(p.Workflow, p.Chain) }
+
+// StepsOf are the steps of one chain of a workflow.
+func StepsOf(w *Workflow, c ChainID) []Step {
+	if IsRoot(c) {
+		return w.Steps
+	}
+	pos, b := int(c>>8&0xff)-1, int(c&0xff)-1
+	return w.Steps[pos].Branches[b]
+}
+
+// Output is a service step's output: a pure function of the service, so
+// the checker knows every workflow's fault-free result.
 func Output(s Step, pos int) string { return s.Service }
+
+// ForkOutput is a FORK's output: its branches' outputs, in branch order.
+func ForkOutput(branches [][]string) string {
+	parts := make([]string, len(branches))
+	for i, b := range branches {
+		parts[i] = strings.Join(b, " ")
+	}
+	return "[" + strings.Join(parts, " | ") + "]"
+}
+
+// Expected is a chain's fault-free result.
+func Expected(w *Workflow, c ChainID) []string {
+	steps := StepsOf(w, c)
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		if s.Branches == nil {
+			out[i] = Output(s, i)
+			continue
+		}
+		var bs [][]string
+		for b := range s.Branches {
+			bs = append(bs, Expected(w, BranchChain(w.ID, i, b)))
+		}
+		out[i] = ForkOutput(bs)
+	}
+	return out
+}
 
 // End says whether a register's value ends the workflow.
 type End uint8
@@ -132,6 +197,17 @@ type (
 		Has      bool
 		Value    Value
 	}
+	// Query asks an acceptor for its register (a FORK's holder learning
+	// whether its branches ended).
+	Query struct {
+		Workflow uint64
+	}
+	// State is an acceptor's durable register.
+	State struct {
+		Workflow uint64
+		Has      bool
+		Value    Value
+	}
 	// Beat says the holder of a token is alive; Waiting, that it has not
 	// heard a majority hold its token yet (an acceptor that holds it
 	// answers Accepted again: the first answer may have been lost).
@@ -173,6 +249,18 @@ func (m *Promise) Digest() uint64 {
 		h = m.Value.digest()
 	}
 	return sim.Mix(7, m.Workflow, uint64(m.Ballot.Epoch), uint64(m.Ballot.Node), h)
+}
+
+// Digest implements sim.Message.
+func (m *Query) Digest() uint64 { return sim.Mix(9, m.Workflow) }
+
+// Digest implements sim.Message.
+func (m *State) Digest() uint64 {
+	h := uint64(0)
+	if m.Has {
+		h = m.Value.digest()
+	}
+	return sim.Mix(10, m.Workflow, h)
 }
 
 // Digest implements sim.Message.
@@ -227,5 +315,5 @@ func inGroup(group []sim.NodeID, id sim.NodeID) int { return slices.Index(group,
 
 // String keeps traces readable (and free of addresses).
 func (p *Pack) String() string {
-	return fmt.Sprintf("pack(workflow %d, %d outputs)", p.Workflow.ID, len(p.Outputs))
+	return fmt.Sprintf("pack(chain %x, %d outputs)", p.Chain, len(p.Outputs))
 }

@@ -19,6 +19,9 @@ type holding struct {
 	finished bool
 	// since is when this node learned of the token.
 	since sim.Time
+	// fork is set while the held position is a FORK waiting for its
+	// branches.
+	fork *forkState
 	// startLSN is the journal append of a once step's StartRecord: the
 	// step runs when it is durable.
 	startLSN sim.LSN
@@ -28,6 +31,13 @@ func (n *Node) holdingOf(wf uint64, tok Token, group []sim.NodeID) *holding {
 	h := n.held[wf]
 	if h != nil && h.tok.Compare(tok) >= 0 {
 		return h
+	}
+	if h != nil {
+		// A later token of the chain replaces the one held here: its run
+		// and its FORK's questions are moot (the timers are keyed by
+		// chain, and must not fire into the new holding).
+		n.env.CancelTimer(key(wf, timerRun))
+		n.env.CancelTimer(key(wf, timerJoin))
 	}
 	h = &holding{tok: tok, group: group, accepts: map[sim.NodeID]bool{}, since: n.env.Now()}
 	n.held[wf] = h
@@ -58,7 +68,7 @@ func (n *Node) maybeStart(wf uint64, h *holding) {
 	if len(h.accepts) < majority(h.group) && !bug(BugStartOnTake) {
 		return
 	}
-	if step := h.pack.Workflow.Steps[h.tok.Pos]; step.Once && !bug(BugOnceUnjournaled) {
+	if step := h.pack.Steps()[h.tok.Pos]; step.Once && !bug(BugOnceUnjournaled) {
 		rec := StartRecord{Workflow: wf, Token: h.tok}
 		if n.started[rec] {
 			// It may have run before this node restarted: never again.
@@ -76,7 +86,11 @@ func (n *Node) maybeStart(wf uint64, h *holding) {
 // run starts the held step's service.
 func (n *Node) run(wf uint64, h *holding) {
 	h.started = true
-	step := h.pack.Workflow.Steps[h.tok.Pos]
+	step := h.pack.Steps()[h.tok.Pos]
+	if step.Branches != nil {
+		n.fork(wf, h, step)
+		return
+	}
 	n.env.Execute(sim.Execution{Workflow: wf, Pos: h.tok.Pos, Service: step.Service, Once: step.Once, Token: h.tok.String()})
 	n.env.SetTimer(key(wf, timerRun), step.Duration)
 }
@@ -84,6 +98,13 @@ func (n *Node) run(wf uint64, h *holding) {
 func (n *Node) onBeatTimer(wf uint64) {
 	h := n.held[wf]
 	if h == nil {
+		return
+	}
+	if h.finished && n.props[wf] == nil {
+		// Its hand-over is no longer driven from here (a re-route took
+		// its place): stop vouching for the position, so that its
+		// acceptors re-route it if need be.
+		n.drop(wf, h)
 		return
 	}
 	for _, id := range h.group { // none yet while the Take is on its way
@@ -108,17 +129,24 @@ func (n *Node) onBeatTimer(wf uint64) {
 // as the workflow's end.
 func (n *Node) onRan(wf uint64) {
 	h := n.held[wf]
-	if h == nil || !h.started || h.finished {
+	if h == nil || !h.started || h.finished || h.fork != nil {
 		return
 	}
+	n.handOn(wf, h, Output(h.pack.Steps()[h.tok.Pos], h.tok.Pos), false)
+}
+
+// handOn proposes the chain's next position with the held step's output
+// (or the chain's end as failed, when a FORK's branch failed).
+func (n *Node) handOn(wf uint64, h *holding, out string, failed bool) {
 	h.finished = true
-	w := h.pack.Workflow
-	out := Output(w.Steps[h.tok.Pos], h.tok.Pos)
+	steps := h.pack.Steps()
 	next := Value{
 		Token: Token{Ballot: h.tok.Ballot, Pos: h.tok.Pos + 1},
-		Pack:  &Pack{Workflow: w, Outputs: append(slices.Clone(h.pack.Outputs), out)},
+		Pack:  &Pack{Workflow: h.pack.Workflow, Chain: h.pack.Chain, Outputs: append(slices.Clone(h.pack.Outputs), out)},
 	}
-	if next.Token.Pos == len(w.Steps) {
+	if failed {
+		next.End, next.Holder = Failed, -1
+	} else if next.Token.Pos == len(steps) {
 		next.End, next.Holder = Done, -1
 	} else {
 		next.Holder = n.pickReceiver(h.group)
@@ -132,5 +160,6 @@ func (n *Node) drop(wf uint64, h *holding) {
 		delete(n.held, wf)
 		n.env.CancelTimer(key(wf, timerBeat))
 		n.env.CancelTimer(key(wf, timerRun))
+		n.env.CancelTimer(key(wf, timerJoin))
 	}
 }

@@ -49,6 +49,7 @@ const (
 	timerBeat              // a holder beats
 	timerRun               // a holder's service finished
 	timerResend            // a proposal sends again what is unanswered
+	timerJoin              // a FORK's holder asks whether its branches ended
 )
 
 func key(wf uint64, kind int) sim.TimerKey { return sim.TimerKey(wf<<3 | uint64(kind)) }
@@ -98,6 +99,10 @@ func (n *Node) Receive(env sim.Host, from sim.NodeID, m sim.Message) {
 		n.onTake(from, m)
 	case *Took:
 		n.onTook(from, m)
+	case *Query:
+		n.onQuery(from, m)
+	case *State:
+		n.onState(from, m)
 	}
 }
 
@@ -113,6 +118,8 @@ func (n *Node) Timer(env sim.Host, k sim.TimerKey) {
 		n.onRan(wf)
 	case timerResend:
 		n.onResend(wf)
+	case timerJoin:
+		n.onJoinTimer(wf)
 	}
 }
 
@@ -218,15 +225,16 @@ func (n *Node) PickGroup() []sim.NodeID {
 // "acked") once a majority of the acceptors holds it.
 func (n *Node) Submit(w *Workflow) {
 	group := n.PickGroup()
+	c := RootChain(w.ID)
 	v := Value{
 		Token:  Token{Ballot: Ballot{Epoch: 1, Node: n.env.ID()}, Pos: 0},
 		Holder: n.pickReceiver(group),
-		Pack:   &Pack{Workflow: w},
+		Pack:   &Pack{Workflow: w, Chain: c},
 	}
 	if len(w.Steps) == 0 {
 		v.End, v.Holder = Done, -1
 	}
-	n.propose(w.ID, group, v, purposeSubmit)
+	n.propose(c, group, v, purposeSubmit)
 }
 
 func sortedKeys[V any](m map[uint64]V) []uint64 {

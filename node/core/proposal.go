@@ -10,6 +10,7 @@ const (
 	purposeSubmit = iota + 1
 	purposeHandOver
 	purposeReroute
+	purposeBranch // a FORK starting one of its branches
 )
 
 const (
@@ -124,7 +125,7 @@ func (n *Node) onPromise(from sim.NodeID, m *Promise) {
 	}
 	v := Value{Token: Token{Ballot: p.ballot, Pos: best.Token.Pos}, End: best.End, Holder: -1, Pack: best.Pack}
 	if v.End == Running {
-		if best.Pack.Workflow.Steps[best.Token.Pos].Once && !bug(BugRerouteOnce) {
+		if best.Pack.Steps()[best.Token.Pos].Once && !bug(BugRerouteOnce) {
 			// The step may have started at the silent holder: fail the
 			// workflow rather than run it twice.
 			v.End = Failed
@@ -162,13 +163,14 @@ func (n *Node) chosen(wf uint64, p *proposal) {
 	p.phase = phaseChosen
 	v := p.value
 	if p.purpose == purposeSubmit {
-		n.env.Report(sim.Report{Kind: "acked", Workflow: wf})
+		n.env.Report(sim.Report{Kind: "acked", Workflow: WorkflowOf(wf)})
 	}
-	switch v.End {
-	case Done:
-		n.env.Report(sim.Report{Kind: "done", Workflow: wf, Detail: strings.Join(v.Pack.Outputs, " ")})
-	case Failed:
-		n.env.Report(sim.Report{Kind: "failed", Workflow: wf})
+	switch {
+	case !IsRoot(wf): // a branch's end is read by its FORK's holder
+	case v.End == Done:
+		n.env.Report(sim.Report{Kind: "done", Workflow: WorkflowOf(wf), Detail: strings.Join(v.Pack.Outputs, " ")})
+	case v.End == Failed:
+		n.env.Report(sim.Report{Kind: "failed", Workflow: WorkflowOf(wf)})
 	}
 	if h := n.held[wf]; h != nil && h.tok.Compare(v.Token) < 0 {
 		n.drop(wf, h) // the position this node held is handed on

@@ -98,12 +98,28 @@ func Run(seed uint64, o Options) Result {
 		w := s.WorkloadRand()
 		for i := range o.Workflows {
 			wf := &core.Workflow{ID: uint64(i + 1)}
-			for j := range 3 + w.IntN(6) {
-				wf.Steps = append(wf.Steps, core.Step{
-					Service:  fmt.Sprintf("s%d", j),
-					Once:     w.IntN(4) == 0,
-					Duration: time.Duration(20+w.IntN(280)) * time.Millisecond,
-				})
+			step := func(name string) core.Step {
+				return core.Step{Service: name, Once: w.IntN(4) == 0, Duration: time.Duration(20+w.IntN(280)) * time.Millisecond}
+			}
+			n := 3 + w.IntN(6)
+			fork := -1
+			if w.IntN(2) == 0 { // half the workflows FORK once
+				fork = w.IntN(n)
+			}
+			for j := range n {
+				if j != fork {
+					wf.Steps = append(wf.Steps, step(fmt.Sprintf("s%d", j)))
+					continue
+				}
+				f := core.Step{Service: "FORK"}
+				for b := range 2 + w.IntN(2) {
+					var branch []core.Step
+					for k := range 1 + w.IntN(3) {
+						branch = append(branch, step(fmt.Sprintf("b%d.%d", b, k)))
+					}
+					f.Branches = append(f.Branches, branch)
+				}
+				wf.Steps = append(wf.Steps, f)
 			}
 			at := time.Duration(w.Int64N(int64(o.FaultWindow)))
 			submit(s, chk, wf, sim.NodeID(w.IntN(o.Nodes)), at)
@@ -148,7 +164,7 @@ func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
 		Faults: len(s.World.Faults), Violations: chk.violations, Reroutes: chk.reroutes,
 	}
 	for id := range chk.acked {
-		switch chk.ended[id] {
+		switch chk.ended[core.RootChain(id)] {
 		case core.Done:
 			r.Done++
 		case core.Failed:
@@ -295,10 +311,10 @@ func (c *checker) durable(node sim.NodeID, rec core.Record) {
 	c.chosen[wf][tok] = v
 	if end, ok := c.ended[wf]; ok {
 		if v.End == core.Running && tok.Compare(c.endTok[wf]) > 0 {
-			c.violate("workflow %d: position %d chosen under %s after its end was chosen under %s", wf, tok.Pos, tok, c.endTok[wf])
+			c.violate("%s: position %d chosen under %s after its end was chosen under %s", chainName(wf), tok.Pos, tok, c.endTok[wf])
 		}
 		if v.End != core.Running && v.End != end {
-			c.violate("workflow %d: two different ends chosen (%d under %s, %d under %s)", wf, end, c.endTok[wf], v.End, tok)
+			c.violate("%s: two different ends chosen (%d under %s, %d under %s)", chainName(wf), end, c.endTok[wf], v.End, tok)
 		}
 	}
 	if v.End != core.Running {
@@ -307,19 +323,14 @@ func (c *checker) durable(node sim.NodeID, rec core.Record) {
 		}
 		if v.End == core.Done {
 			if got, want := strings.Join(v.Pack.Outputs, " "), c.expected(wf); got != want {
-				c.violate("workflow %d: result %q, want %q", wf, got, want)
+				c.violate("%s: result %q, want %q", chainName(wf), got, want)
 			}
 		}
 	}
 }
 
-func (c *checker) expected(wf uint64) string {
-	w := c.workflows[wf]
-	out := make([]string, len(w.Steps))
-	for i, s := range w.Steps {
-		out[i] = core.Output(s, i)
-	}
-	return strings.Join(out, " ")
+func (c *checker) expected(chain uint64) string {
+	return strings.Join(core.Expected(c.workflows[core.WorkflowOf(chain)], chain), " ")
 }
 
 // fault notes a kill of a node that was running a workflow's position.
@@ -364,13 +375,13 @@ func (c *checker) execute(x sim.Execution) {
 	if c.ran[x.Workflow][k] == 1 {
 		c.ran[x.Workflow][x.Token]++
 		if n := c.ran[x.Workflow][x.Token]; n > 1 {
-			c.violate("workflow %d: token %s ran at %d nodes (node %d at %v)", x.Workflow, x.Token, n, x.Node, x.At)
+			c.violate("%s: token %s ran at %d nodes (node %d at %v)", chainName(x.Workflow), x.Token, n, x.Node, x.At)
 		}
 	}
 	if x.Once {
 		c.once[x.Workflow][x.Pos]++
 		if n := c.once[x.Workflow][x.Pos]; n > 1 {
-			c.violate("workflow %d: once step %d (%s) ran %d times (node %d at %v)", x.Workflow, x.Pos, x.Service, n, x.Node, x.At)
+			c.violate("%s: once step %d (%s) ran %d times (node %d at %v)", chainName(x.Workflow), x.Pos, x.Service, n, x.Node, x.At)
 		}
 	}
 	var tok core.Token
@@ -380,12 +391,12 @@ func (c *checker) execute(x sim.Execution) {
 			goto found
 		}
 	}
-	c.violate("workflow %d: step %d started at node %d at %v under %s, which no majority had durably accepted", x.Workflow, x.Pos, x.Node, x.At, x.Token)
+	c.violate("%s: step %d started at node %d at %v under %s, which no majority had durably accepted", chainName(x.Workflow), x.Pos, x.Node, x.At, x.Token)
 	return
 found:
 	for t, v := range c.chosen[x.Workflow] {
 		if t.Ballot.Compare(tok.Ballot) > 0 && t.Pos < tok.Pos && v.End == core.Running {
-			c.violate("workflow %d: superseded chain went on: step %d ran under %s after %s was chosen", x.Workflow, x.Pos, tok, t)
+			c.violate("%s: superseded chain went on: step %d ran under %s after %s was chosen", chainName(x.Workflow), x.Pos, tok, t)
 		}
 	}
 }
@@ -403,20 +414,35 @@ func (c *checker) report(r sim.Report) {
 // end checks liveness once the convergence window is over.
 func (c *checker) end() {
 	for id := range c.acked {
-		if _, ok := c.ended[id]; !ok {
+		if _, ok := c.ended[core.RootChain(id)]; !ok {
 			c.violate("workflow %d: acknowledged but not ended %s after faults stopped", id, "within the convergence window")
 		}
-		if c.ended[id] == core.Failed && !hasOnce(c.workflows[id]) {
+		if c.ended[core.RootChain(id)] == core.Failed && !hasOnce(c.workflows[id].Steps) {
 			c.violate("workflow %d: failed without a once step", id)
 		}
 	}
 }
 
-func hasOnce(w *core.Workflow) bool {
-	for _, s := range w.Steps {
+func hasOnce(steps []core.Step) bool {
+	for _, s := range steps {
 		if s.Once {
 			return true
 		}
+		for _, b := range s.Branches {
+			if hasOnce(b) {
+				return true
+			}
+		}
 	}
 	return false
+}
+
+// chainName names a chain for a violation: its workflow, and for a
+// branch the FORK's position and the branch.
+func chainName(c core.ChainID) string {
+	wf := core.WorkflowOf(c)
+	if core.IsRoot(c) {
+		return fmt.Sprintf("workflow %d", wf)
+	}
+	return fmt.Sprintf("workflow %d branch %d of the FORK at %d", wf, c&0xff-1, c>>8&0xff-1)
 }

@@ -17,6 +17,10 @@ type Scenario struct {
 	Shape string
 	// Once marks the workflow's steps that must never run twice.
 	Once []int
+	// Fork makes step 3 a FORK of two branches (b0.0 b0.1 and b1.0);
+	// BranchOnce marks branch steps that must never run twice.
+	Fork       bool
+	BranchOnce [][2]int
 	// Script places the faults.
 	Script func(x *Script)
 	// Want checks the outcome beyond the invariants every run is held to.
@@ -27,7 +31,7 @@ type Scenario struct {
 type Script struct {
 	s   *sim.Sim
 	chk *checker
-	on  map[int]func(holder sim.NodeID)
+	on  map[triggerKey]func(holder sim.NodeID)
 }
 
 // Sim is the simulated mesh.
@@ -35,14 +39,27 @@ func (x *Script) Sim() *sim.Sim { return x.s }
 
 // OnStart runs fn right after step pos of the workflow first starts, with
 // the node that runs it.
-func (x *Script) OnStart(pos int, fn func(holder sim.NodeID)) { x.on[pos] = fn }
+func (x *Script) OnStart(pos int, fn func(holder sim.NodeID)) {
+	x.on[triggerKey{core.RootChain(1), pos}] = fn
+}
+
+// OnBranchStart runs fn right after step pos of branch b of the FORK (a
+// Fork scenario's step 3) first starts.
+func (x *Script) OnBranchStart(b, pos int, fn func(holder sim.NodeID)) {
+	x.on[triggerKey{core.BranchChain(1, 3, b), pos}] = fn
+}
+
+type triggerKey struct {
+	chain core.ChainID
+	pos   int
+}
 
 // After runs fn d from now.
 func (x *Script) After(d sim.Time, fn func()) { x.s.At(x.s.Now()+d, fn) }
 
 // Group is the workflow's acceptors (known once its submission is
 // durable).
-func (x *Script) Group() []sim.NodeID { return x.chk.groups[1] }
+func (x *Script) Group() []sim.NodeID { return x.chk.groups[core.RootChain(1)] }
 
 // scenarioSteps is the scripted workflow's length: every scenario runs a
 // chain of six 100 ms steps.
@@ -54,18 +71,26 @@ const scenarioSteps = 6
 func RunScenario(sc Scenario, seed uint64, trace func(at sim.Time, line string)) Result {
 	o := Options{Nodes: 12, Zones: 3, FaultWindow: 20 * time.Second, Converge: 40 * time.Second, Trace: trace}
 	return run(seed, o, func(s *sim.Sim, chk *checker) {
-		x := &Script{s: s, chk: chk, on: map[int]func(sim.NodeID){}}
+		x := &Script{s: s, chk: chk, on: map[triggerKey]func(sim.NodeID){}}
 		wf := &core.Workflow{ID: 1}
+		step := func(name string) core.Step { return core.Step{Service: name, Duration: 100 * time.Millisecond} }
 		for i := range scenarioSteps {
-			wf.Steps = append(wf.Steps, core.Step{Service: fmt.Sprintf("s%d", i), Duration: 100 * time.Millisecond})
+			wf.Steps = append(wf.Steps, step(fmt.Sprintf("s%d", i)))
+		}
+		if sc.Fork {
+			wf.Steps[3] = core.Step{Service: "FORK", Branches: [][]core.Step{{step("b0.0"), step("b0.1")}, {step("b1.0")}}}
+			for _, bp := range sc.BranchOnce {
+				wf.Steps[3].Branches[bp[0]][bp[1]].Once = true
+			}
 		}
 		for _, p := range sc.Once {
 			wf.Steps[p].Once = true
 		}
 		submit(s, chk, wf, 0, 0)
 		chk.onExecute = func(e sim.Execution) {
-			if fn := x.on[e.Pos]; fn != nil && e.Workflow == 1 {
-				delete(x.on, e.Pos)
+			k := triggerKey{e.Workflow, e.Pos}
+			if fn := x.on[k]; fn != nil {
+				delete(x.on, k)
 				s.At(s.Now(), func() { fn(e.Node) })
 			}
 		}
@@ -258,6 +283,61 @@ var Scenarios = []Scenario{
 		Want: wantRerun,
 	},
 }
+
+// forkScenarios are the fault shapes around a FORK (step 3 of the
+// scripted workflow: branches b0.0 b0.1 and b1.0).
+var forkScenarios = []Scenario{
+	{
+		Name:  "fork-holder-killed",
+		Shape: "the holder of the FORK is killed for good as branch 0 starts: the FORK position is re-routed, its new holder starts the branches again (refused: they run already) and joins them",
+		Fork:  true,
+		Script: func(x *Script) {
+			var forker sim.NodeID
+			x.OnStart(3, func(h sim.NodeID) { forker = h })
+			x.OnBranchStart(0, 0, func(sim.NodeID) { x.Sim().Kill(forker) })
+		},
+		Want: wantRerun,
+	},
+	{
+		Name:  "branch-holder-killed",
+		Shape: "the holder of branch 0's second step is killed for good as it starts: the branch is re-routed and the FORK still joins both branches",
+		Fork:  true,
+		Script: func(x *Script) {
+			x.OnBranchStart(0, 1, func(h sim.NodeID) { x.Sim().Kill(h) })
+		},
+		Want: wantRerun,
+	},
+	{
+		Name:       "branch-once-step-killed",
+		Shape:      "branch 1's only step is a once step and its holder is killed as it starts: the branch fails, so the FORK and the workflow fail, and the step never runs twice",
+		Fork:       true,
+		BranchOnce: [][2]int{{1, 0}},
+		Script: func(x *Script) {
+			x.OnBranchStart(1, 0, func(h sim.NodeID) { x.Sim().Kill(h) })
+		},
+		Want: wantFailedOnce,
+	},
+	{
+		Name:  "fork-blackout",
+		Shape: "every node is killed as branch 0's second step starts and all restart 3 s later: both branches and the FORK come back from the acceptors' journals",
+		Fork:  true,
+		Script: func(x *Script) {
+			x.OnBranchStart(0, 1, func(sim.NodeID) {
+				for i := range x.Sim().Nodes() {
+					x.Sim().Kill(sim.NodeID(i))
+				}
+				x.After(3*time.Second, func() {
+					for i := range x.Sim().Nodes() {
+						x.Sim().Restart(sim.NodeID(i))
+					}
+				})
+			})
+		},
+		Want: wantRerun,
+	},
+}
+
+func init() { Scenarios = append(Scenarios, forkScenarios...) }
 
 // ScenarioNamed finds a scenario by name.
 func ScenarioNamed(name string) (Scenario, bool) {
