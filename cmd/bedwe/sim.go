@@ -44,6 +44,7 @@ func simCommand() *cli.Command {
 			&cli.IntFlag{Name: "faults", Value: 4, Usage: "faults a seed injects"},
 			&cli.Float64Flag{Name: "loss", Usage: "chance that a message is lost (0 to 1)"},
 			&cli.Float64Flag{Name: "dup", Usage: "chance that a message arrives twice (0 to 1)"},
+			&cli.IntFlag{Name: "group", Value: 3, Usage: "acceptors that keep each chain's register (a majority decides)"},
 			&cli.IntFlag{Name: "workers", Usage: "seeds run in parallel (0: one per CPU)"},
 			outputFlag(),
 		},
@@ -61,20 +62,20 @@ func runSim(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--%s %g: want a chance from 0 up to (not including) 1", f, v), 1)
 		}
 	}
-	for _, f := range []string{"nodes", "zones", "workflows", "faults"} {
+	for _, f := range []string{"nodes", "zones", "workflows", "faults", "group"} {
 		if c.Int(f) < 1 {
 			return cli.Exit(fmt.Sprintf("--%s %d: want at least 1", f, c.Int(f)), 1)
 		}
 	}
-	if c.Int("nodes") < 3 {
-		return cli.Exit(fmt.Sprintf("--nodes %d: a workflow's register needs three nodes", c.Int("nodes")), 1)
+	if c.Int("nodes") < c.Int("group") {
+		return cli.Exit(fmt.Sprintf("--nodes %d: fewer than the %d acceptors of --group", c.Int("nodes"), c.Int("group")), 1)
 	}
 	if c.Bool("trace") && !c.IsSet("seed") {
 		return cli.Exit("--trace replays one seed: give it with --seed", 1)
 	}
 	opts := explore.Options{
 		Nodes: c.Int("nodes"), Zones: c.Int("zones"), Workflows: c.Int("workflows"),
-		Faults: c.Int("faults"), Loss: c.Float64("loss"), Dup: c.Float64("dup"),
+		Faults: c.Int("faults"), Loss: c.Float64("loss"), Dup: c.Float64("dup"), Group: c.Int("group"),
 	}
 	out := c.App.Writer
 	if name := c.String("scenario"); name != "" {
@@ -135,7 +136,7 @@ func runSim(c *cli.Context) error {
 // replayFlags repeats the options that shape a seed, for its replay line.
 func replayFlags(c *cli.Context) string {
 	var b strings.Builder
-	for _, f := range []string{"nodes", "zones", "workflows", "faults", "loss", "dup"} {
+	for _, f := range []string{"nodes", "zones", "workflows", "faults", "loss", "dup", "group"} {
 		if c.IsSet(f) {
 			fmt.Fprintf(&b, " --%s %v", f, c.Value(f))
 		}
@@ -179,7 +180,7 @@ func runScenario(c *cli.Context, name string, asJSON bool) error {
 	failed := 0
 	var results []explore.Result
 	for seed := first; seed < first+uint64(count); seed++ {
-		r := explore.RunScenario(sc, seed, trace)
+		r := explore.RunScenarioWith(sc, seed, explore.Options{Trace: trace, Group: c.Int("group"), Loss: c.Float64("loss"), Dup: c.Float64("dup")})
 		if err := sc.Want(r); err != nil {
 			r.Violations = append(r.Violations, err.Error())
 		}
@@ -202,10 +203,13 @@ func runScenario(c *cli.Context, name string, asJSON bool) error {
 			}
 		}
 		fmt.Fprintf(out, "%s: %d of %d seeds held (%s)\n", sc.Name, count-failed, count, sc.Shape)
-		var waits []time.Duration
+		var waits, ends []time.Duration
 		for _, r := range results {
 			waits = append(waits, r.Reroutes...)
+			ends = append(ends, r.LastEnd)
 		}
+		slices.Sort(ends)
+		fmt.Fprintf(out, "the workflow ended after: p50 %d ms, p99 %d ms\n", ends[len(ends)/2].Milliseconds(), ends[len(ends)*99/100].Milliseconds())
 		if len(waits) > 0 {
 			slices.Sort(waits)
 			fmt.Fprintf(out, "a killed holder's position held again after: p50 %d ms, p99 %d ms (%d positions)\n",

@@ -47,6 +47,9 @@ type Options struct {
 	FaultWindow, Converge sim.Time
 	// Loss and Dup are the network's loss and duplication rates.
 	Loss, Dup float64
+	// Group is how many acceptors keep each chain's register (0: the
+	// core's default, three).
+	Group int
 	// Trace, when set, receives one line per dispatched event.
 	Trace func(at sim.Time, line string)
 }
@@ -87,8 +90,11 @@ type Result struct {
 	// Reroutes are how long each position whose holder was killed waited
 	// for a live holder to start it again (or for its workflow to fail at
 	// a once step): detection, the promise round and the new write.
-	Reroutes   []sim.Time `json:"-"`
-	Violations []string   `json:"violations,omitempty"`
+	Reroutes []sim.Time `json:"-"`
+	// LastEnd is when the last acknowledged workflow ended (a scenario's
+	// makespan: its one workflow is submitted at 0).
+	LastEnd    sim.Time `json:"last_end_ns"`
+	Violations []string `json:"violations,omitempty"`
 }
 
 // Run runs one seed: its drawn workload and fault schedule.
@@ -134,6 +140,9 @@ func Run(seed uint64, o Options) Result {
 func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
 	chk := newChecker()
 	cfg := core.DefaultConfig()
+	if o.Group > 0 {
+		cfg.GroupSize = o.Group
+	}
 	s := sim.New(sim.Config{
 		Seed: seed, Nodes: o.Nodes, Zones: o.Zones,
 		Net:        sim.NetConfig{MinDelay: 200 * time.Microsecond, MeanDelay: 2 * time.Millisecond, Loss: o.Loss, Dup: o.Dup},
@@ -161,7 +170,7 @@ func run(seed uint64, o Options, setup func(*sim.Sim, *checker)) Result {
 	r := Result{
 		Seed: seed, Hash: fmt.Sprintf("%016x", s.Hash()), Events: s.Events(),
 		Workflows: len(chk.workflows), Acked: len(chk.acked), Executions: len(s.World.Executions),
-		Faults: len(s.World.Faults), Violations: chk.violations, Reroutes: chk.reroutes,
+		Faults: len(s.World.Faults), Violations: chk.violations, Reroutes: chk.reroutes, LastEnd: chk.lastEnd,
 	}
 	for id := range chk.acked {
 		switch chk.ended[core.RootChain(id)] {
@@ -264,6 +273,8 @@ type checker struct {
 	running  map[uint64]sim.Execution
 	orphaned map[uint64]sim.Time
 	reroutes []sim.Time
+	lastEnd  sim.Time
+	reported map[uint64]bool
 }
 
 func newChecker() *checker {
@@ -279,6 +290,7 @@ func newChecker() *checker {
 		endTok:    map[uint64]core.Token{},
 		running:   map[uint64]sim.Execution{},
 		orphaned:  map[uint64]sim.Time{},
+		reported:  map[uint64]bool{},
 	}
 }
 
@@ -407,6 +419,10 @@ func (c *checker) report(r sim.Report) {
 		c.acked[r.Workflow] = true
 	case "done", "failed":
 		c.reprotected(r.Workflow, r.At)
+		if !c.reported[r.Workflow] { // the first word of an end is when it ended
+			c.reported[r.Workflow] = true
+			c.lastEnd = max(c.lastEnd, r.At)
+		}
 		delete(c.running, r.Workflow)
 	}
 }

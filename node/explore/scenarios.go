@@ -69,7 +69,13 @@ const scenarioSteps = 6
 // everything the script does not fix (delays, receivers, acceptors).
 // trace, when set, receives every event.
 func RunScenario(sc Scenario, seed uint64, trace func(at sim.Time, line string)) Result {
-	o := Options{Nodes: 12, Zones: 3, FaultWindow: 20 * time.Second, Converge: 40 * time.Second, Trace: trace}
+	return RunScenarioWith(sc, seed, Options{Trace: trace})
+}
+
+// RunScenarioWith runs one scenario with o's group size, network and
+// trace (its mesh is always 12 nodes in 3 zones).
+func RunScenarioWith(sc Scenario, seed uint64, o Options) Result {
+	o.Nodes, o.Zones, o.FaultWindow, o.Converge = 12, 3, 20*time.Second, 40*time.Second
 	return run(seed, o, func(s *sim.Sim, chk *checker) {
 		x := &Script{s: s, chk: chk, on: map[triggerKey]func(sim.NodeID){}}
 		wf := &core.Workflow{ID: 1}
