@@ -344,14 +344,13 @@ func (r *Runtime) CancelTimer(key sim.TimerKey) {
 func (r *Runtime) Append(rec any) sim.LSN {
 	data, err := encodeRecord(rec)
 	if err != nil {
-		// A record the runtime cannot encode is a programming error; the
-		// LSN still advances so the machine's numbering stays whole.
-		r.log.Error("append", "err", err)
+		// A record the journal cannot store would still be reported
+		// durable by the next Synced, and answers would leave on a lie:
+		// stop instead (a core record type this runtime does not know).
+		panic(fmt.Sprintf("coreruntime: node %d: %v", r.self, err))
 	}
 	r.lsn++
-	if err == nil {
-		r.pending = append(r.pending, entry{r.lsn, data})
-	}
+	r.pending = append(r.pending, entry{r.lsn, data})
 	return r.lsn
 }
 

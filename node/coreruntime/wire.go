@@ -3,6 +3,7 @@ package coreruntime
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -16,17 +17,29 @@ const maxFrame = 1 << 20
 
 // A frame's body is a one-byte type tag followed by the CBOR of the
 // message (pointers, such as a Pack's workflow, are encoded by value).
-// Tags are part of the protocol: never renumber one.
-const (
-	tagAccept byte = iota + 1
-	tagAccepted
-	tagReject
-	tagTake
-	tagTook
-	tagPrepare
-	tagPromise
-	tagBeat
-)
+// The tags are part of the protocol: never renumber one.
+var messages = [...]func() sim.Message{
+	1:  func() sim.Message { return new(core.Accept) },
+	2:  func() sim.Message { return new(core.Accepted) },
+	3:  func() sim.Message { return new(core.Reject) },
+	4:  func() sim.Message { return new(core.Take) },
+	5:  func() sim.Message { return new(core.Took) },
+	6:  func() sim.Message { return new(core.Prepare) },
+	7:  func() sim.Message { return new(core.Promise) },
+	8:  func() sim.Message { return new(core.Beat) },
+	9:  func() sim.Message { return new(core.Query) },
+	10: func() sim.Message { return new(core.State) },
+}
+
+var messageTags = func() map[reflect.Type]byte {
+	tags := map[reflect.Type]byte{}
+	for tag, mk := range messages {
+		if mk != nil {
+			tags[reflect.TypeOf(mk())] = byte(tag)
+		}
+	}
+	return tags
+}()
 
 // Journal record tags, in the same form.
 const (
@@ -56,25 +69,8 @@ func tagged(tag byte, v any) ([]byte, error) {
 
 // encodeMessage encodes one of the core's messages with its tag.
 func encodeMessage(m sim.Message) ([]byte, error) {
-	var tag byte
-	switch m.(type) {
-	case *core.Accept:
-		tag = tagAccept
-	case *core.Accepted:
-		tag = tagAccepted
-	case *core.Reject:
-		tag = tagReject
-	case *core.Take:
-		tag = tagTake
-	case *core.Took:
-		tag = tagTook
-	case *core.Prepare:
-		tag = tagPrepare
-	case *core.Promise:
-		tag = tagPromise
-	case *core.Beat:
-		tag = tagBeat
-	default:
+	tag, ok := messageTags[reflect.TypeOf(m)]
+	if !ok {
 		return nil, fmt.Errorf("encode message: unknown type %T", m)
 	}
 	b, err := tagged(tag, m)
@@ -88,30 +84,10 @@ func encodeMessage(m sim.Message) ([]byte, error) {
 // checks what the core would otherwise index blindly, so that a malformed
 // frame is refused rather than crashing the loop.
 func decodeMessage(b []byte, n int) (sim.Message, error) {
-	if len(b) == 0 {
-		return nil, errors.New("decode message: empty frame")
+	if len(b) == 0 || int(b[0]) >= len(messages) || messages[b[0]] == nil {
+		return nil, fmt.Errorf("decode message: bad tag in %d bytes", len(b))
 	}
-	var m sim.Message
-	switch b[0] {
-	case tagAccept:
-		m = new(core.Accept)
-	case tagAccepted:
-		m = new(core.Accepted)
-	case tagReject:
-		m = new(core.Reject)
-	case tagTake:
-		m = new(core.Take)
-	case tagTook:
-		m = new(core.Took)
-	case tagPrepare:
-		m = new(core.Prepare)
-	case tagPromise:
-		m = new(core.Promise)
-	case tagBeat:
-		m = new(core.Beat)
-	default:
-		return nil, fmt.Errorf("decode message: unknown tag %d", b[0])
-	}
+	m := messages[b[0]]()
 	if err := decMode.Unmarshal(b[1:], m); err != nil {
 		return nil, fmt.Errorf("decode %T: %w", m, err)
 	}
@@ -134,18 +110,43 @@ func validate(m sim.Message, n int) error {
 		if m.Has {
 			return validValue(m.Value, n)
 		}
+	case *core.State:
+		if m.Has {
+			return validValue(m.Value, n)
+		}
 	case *core.Take:
 		if err := validGroup(m.Group, n); err != nil {
 			return err
 		}
-		if m.Pack == nil || m.Pack.Workflow == nil {
-			return errors.New("take without a pack")
+		steps, err := chainSteps(m.Pack)
+		if err != nil {
+			return err
 		}
-		if m.Token.Pos < 0 || m.Token.Pos >= len(m.Pack.Workflow.Steps) {
+		if m.Token.Pos < 0 || m.Token.Pos >= len(steps) {
 			return fmt.Errorf("take of position %d out of range", m.Token.Pos)
 		}
 	}
 	return nil
+}
+
+// chainSteps is the steps of a pack's chain, or an error when the pack has
+// no workflow or its chain is not one of the workflow's.
+func chainSteps(p *core.Pack) ([]core.Step, error) {
+	if p == nil || p.Workflow == nil {
+		return nil, errors.New("no pack")
+	}
+	w := p.Workflow
+	if p.Chain == core.RootChain(w.ID) {
+		return w.Steps, nil
+	}
+	for pos, s := range w.Steps {
+		for b := range s.Branches {
+			if core.BranchChain(w.ID, pos, b) == p.Chain {
+				return s.Branches[b], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("chain %x is not in workflow %d", p.Chain, w.ID)
 }
 
 func validGroup(g []sim.NodeID, n int) error {
@@ -161,10 +162,11 @@ func validGroup(g []sim.NodeID, n int) error {
 }
 
 func validValue(v core.Value, n int) error {
-	if v.Pack == nil || v.Pack.Workflow == nil {
-		return errors.New("value without a pack")
+	chain, err := chainSteps(v.Pack)
+	if err != nil {
+		return err
 	}
-	steps := len(v.Pack.Workflow.Steps)
+	steps := len(chain)
 	if v.Token.Pos < 0 || v.Token.Pos > steps || v.End == core.Running && v.Token.Pos == steps {
 		return fmt.Errorf("value of position %d out of range", v.Token.Pos)
 	}
