@@ -145,8 +145,9 @@ type StartRecord struct {
 	Token    Token
 }
 
-// Messages. Each carries the workflow and a token; the acceptor compares
-// tokens in one place (acceptor.go).
+// Messages. Each carries a chain (its field Workflow holds the ChainID:
+// a workflow's root chain or one of its FORK's branches) and a token; the
+// acceptor compares tokens in one place (acceptor.go).
 type (
 	// Accept asks an acceptor to write Value (phase 2).
 	Accept struct {
