@@ -20,8 +20,28 @@ type Step struct {
 	// Duration is how long the service takes.
 	Duration sim.Time
 	// Branches, when set, make the step a FORK of these chains (each a
-	// sequence of service steps).
+	// sequence of service steps), or with Choice a CHOICE among them.
 	Branches [][]Step
+	// Choice: only one branch runs, the one Choose picks from the
+	// outputs before the step (a guard reads those outputs, so every
+	// holder of the position picks the same arm).
+	Choice bool
+}
+
+// Choose is the arm a CHOICE of n arms takes after the given outputs: a
+// pure function of them, standing in for the guards, which read only
+// the outputs before the CHOICE.
+func Choose(outputs []string, n int) int {
+	h := uint64(14695981039346656037)
+	for _, o := range outputs {
+		for i := 0; i < len(o); i++ {
+			h ^= uint64(o[i])
+			h *= 1099511628211
+		}
+		h ^= 0xff
+		h *= 1099511628211
+	}
+	return int(h % uint64(n))
 }
 
 // Workflow is what a client submits: an ID and its chain of steps.
@@ -82,6 +102,11 @@ func ForkOutput(branches [][]string) string {
 	return "[" + strings.Join(parts, " | ") + "]"
 }
 
+// ChoiceOutput is a CHOICE's output: the arm taken and its outputs.
+func ChoiceOutput(arm int, outputs []string) string {
+	return fmt.Sprintf("{%d: %s}", arm, strings.Join(outputs, " "))
+}
+
 // Expected is a chain's fault-free result.
 func Expected(w *Workflow, c ChainID) []string {
 	steps := StepsOf(w, c)
@@ -89,6 +114,11 @@ func Expected(w *Workflow, c ChainID) []string {
 	for i, s := range steps {
 		if s.Branches == nil {
 			out[i] = Output(s, i)
+			continue
+		}
+		if s.Choice {
+			k := Choose(out[:i], len(s.Branches))
+			out[i] = ChoiceOutput(k, Expected(w, BranchChain(w.ID, i, k)))
 			continue
 		}
 		var bs [][]string

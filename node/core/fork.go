@@ -1,6 +1,10 @@
 package core
 
-import "github.com/bedwe/bedwe/node/sim"
+import (
+	"slices"
+
+	"github.com/bedwe/bedwe/node/sim"
+)
 
 // branchBallot is the ballot every branch chain starts under. A FORK
 // position that is re-routed starts its branches again, and the fixed
@@ -20,13 +24,24 @@ type forkState struct {
 	ended   map[ChainID]Value
 }
 
-// fork starts the branches of the FORK held at h.
+// fork starts the branches of the FORK (or the arm of the CHOICE) held at
+// h.
 func (n *Node) fork(c ChainID, h *holding, step Step) {
 	f := &forkState{answers: map[ChainID]map[sim.NodeID]Value{}, ended: map[ChainID]Value{}}
 	h.fork = f
 	w := h.pack.Workflow
-	n.env.Execute(sim.Execution{Workflow: c, Pos: h.tok.Pos, Service: "FORK", Token: h.tok.String()})
-	for b := range step.Branches {
+	n.env.Execute(sim.Execution{Workflow: c, Pos: h.tok.Pos, Service: step.Service, Token: h.tok.String()})
+	arms := make([]int, len(step.Branches))
+	for b := range arms {
+		arms[b] = b
+	}
+	if step.Choice {
+		// A CHOICE is a FORK of the one arm its guard picks: the same
+		// arm at whichever holder, so a re-routed CHOICE joins the arm
+		// already running.
+		arms = []int{Choose(h.pack.Outputs, len(step.Branches))}
+	}
+	for _, b := range arms {
 		bc := BranchChain(w.ID, h.tok.Pos, b)
 		f.branches = append(f.branches, bc)
 		v := Value{Token: Token{Ballot: branchBallot, Pos: 0}, Holder: n.pickReceiver(h.group), Pack: &Pack{Workflow: w, Chain: bc}}
@@ -77,8 +92,8 @@ func (n *Node) onState(from sim.NodeID, m *State) {
 		return
 	}
 	f := h.fork
-	if _, ok := f.ended[m.Workflow]; ok {
-		return
+	if _, ok := f.ended[m.Workflow]; ok || !slices.Contains(f.branches, m.Workflow) {
+		return // already counted, or a late answer about another FORK's branch
 	}
 	if f.answers[m.Workflow] == nil {
 		f.answers[m.Workflow] = map[sim.NodeID]Value{}
@@ -98,6 +113,11 @@ func (n *Node) onState(from sim.NodeID, m *State) {
 		return
 	}
 	n.env.CancelTimer(key(parent, timerJoin))
+	if step := h.pack.Steps()[h.tok.Pos]; step.Choice {
+		v := f.ended[f.branches[0]]
+		n.handOn(parent, h, ChoiceOutput(int(f.branches[0]&0xff)-1, v.Pack.Outputs), v.End == Failed)
+		return
+	}
 	var outs [][]string
 	for _, bc := range f.branches {
 		v := f.ended[bc]

@@ -63,7 +63,7 @@ type mesh struct {
 
 // newMesh starts n runtimes on connected loopback hosts, node i in zone
 // i % zones and seeded seed+i.
-func newMesh(t *testing.T, n, zones int, seed uint64, hook func(sim.Execution)) *mesh {
+func newMesh(t testing.TB, n, zones int, seed uint64, hook func(sim.Execution)) *mesh {
 	t.Helper()
 	m := &mesh{led: &ledger{reports: make(chan sim.Report, 1024), hook: hook}}
 	peers := make([]peer.ID, n)
@@ -112,7 +112,7 @@ func newMesh(t *testing.T, n, zones int, seed uint64, hook func(sim.Execution)) 
 // await reads reports until every workflow in wfs ended, or fails the
 // test at the deadline. It returns each workflow's first end report and
 // which workflows were acknowledged.
-func (m *mesh) await(t *testing.T, wfs []uint64, within time.Duration) (map[uint64]sim.Report, map[uint64]bool) {
+func (m *mesh) await(t testing.TB, wfs []uint64, within time.Duration) (map[uint64]sim.Report, map[uint64]bool) {
 	t.Helper()
 	ends, acked := map[uint64]sim.Report{}, map[uint64]bool{}
 	deadline := time.NewTimer(within)

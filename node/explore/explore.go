@@ -108,16 +108,22 @@ func Run(seed uint64, o Options) Result {
 				return core.Step{Service: name, Once: w.IntN(4) == 0, Duration: time.Duration(20+w.IntN(280)) * time.Millisecond}
 			}
 			n := 3 + w.IntN(6)
-			fork := -1
+			fork, choice := -1, -1
 			if w.IntN(2) == 0 { // half the workflows FORK once
 				fork = w.IntN(n)
 			}
+			if w.IntN(3) == 0 { // a third take a CHOICE
+				choice = w.IntN(n)
+			}
 			for j := range n {
-				if j != fork {
+				if j != fork && j != choice {
 					wf.Steps = append(wf.Steps, step(fmt.Sprintf("s%d", j)))
 					continue
 				}
 				f := core.Step{Service: "FORK"}
+				if j == choice {
+					f = core.Step{Service: "CHOICE", Choice: true}
+				}
 				for b := range 2 + w.IntN(2) {
 					var branch []core.Step
 					for k := range 1 + w.IntN(3) {
