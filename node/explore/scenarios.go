@@ -54,6 +54,18 @@ type triggerKey struct {
 	pos   int
 }
 
+// Blackout kills every node at once and restarts them all d later.
+func (x *Script) Blackout(d sim.Time) {
+	for i := range x.s.Nodes() {
+		x.s.Kill(sim.NodeID(i))
+	}
+	x.After(d, func() {
+		for i := range x.s.Nodes() {
+			x.s.Restart(sim.NodeID(i))
+		}
+	})
+}
+
 // After runs fn d from now.
 func (x *Script) After(d sim.Time, fn func()) { x.s.At(x.s.Now()+d, fn) }
 
@@ -259,16 +271,7 @@ var Scenarios = []Scenario{
 		Name:  "blackout",
 		Shape: "every node is killed as step 3 starts and all restart 3 s later: the registers come back from the journals and the position is re-routed",
 		Script: func(x *Script) {
-			x.OnStart(3, func(sim.NodeID) {
-				for i := range x.Sim().Nodes() {
-					x.Sim().Kill(sim.NodeID(i))
-				}
-				x.After(3*time.Second, func() {
-					for i := range x.Sim().Nodes() {
-						x.Sim().Restart(sim.NodeID(i))
-					}
-				})
-			})
+			x.OnStart(3, func(sim.NodeID) { x.Blackout(3 * time.Second) })
 		},
 		Want: wantRerun,
 	},
@@ -328,16 +331,7 @@ var forkScenarios = []Scenario{
 		Shape: "every node is killed as branch 0's second step starts and all restart 3 s later: both branches and the FORK come back from the acceptors' journals",
 		Fork:  true,
 		Script: func(x *Script) {
-			x.OnBranchStart(0, 1, func(sim.NodeID) {
-				for i := range x.Sim().Nodes() {
-					x.Sim().Kill(sim.NodeID(i))
-				}
-				x.After(3*time.Second, func() {
-					for i := range x.Sim().Nodes() {
-						x.Sim().Restart(sim.NodeID(i))
-					}
-				})
-			})
+			x.OnBranchStart(0, 1, func(sim.NodeID) { x.Blackout(3 * time.Second) })
 		},
 		Want: wantRerun,
 	},
