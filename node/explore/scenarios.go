@@ -293,6 +293,26 @@ var Scenarios = []Scenario{
 	},
 }
 
+// onceScenarios are the fault shapes around a once step's own journal.
+var onceScenarios = []Scenario{
+	{
+		Name:  "once-holder-restarted-quickly",
+		Shape: "step 2 is a once step; its hand-over's Take is delivered a second time 0.3 s late; the receiver is killed as the step starts and restarts 0.1 s later, so it is handed the pack again: it must not run the step twice (it journaled the start), and the workflow fails",
+		Once:  []int{2},
+		Script: func(x *Script) {
+			x.Sim().DupIf(func(_, _ sim.NodeID, m sim.Message) (sim.Time, bool) {
+				t, ok := m.(*core.Take)
+				return 300 * time.Millisecond, ok && t.Token.Pos == 2
+			})
+			x.OnStart(2, func(h sim.NodeID) {
+				x.Sim().Kill(h)
+				x.After(100*time.Millisecond, func() { x.Sim().Restart(h) })
+			})
+		},
+		Want: wantFailedOnce,
+	},
+}
+
 // forkScenarios are the fault shapes around a FORK (step 3 of the
 // scripted workflow: branches b0.0 b0.1 and b1.0).
 var forkScenarios = []Scenario{
@@ -337,7 +357,10 @@ var forkScenarios = []Scenario{
 	},
 }
 
-func init() { Scenarios = append(Scenarios, forkScenarios...) }
+func init() {
+	Scenarios = append(Scenarios, onceScenarios...)
+	Scenarios = append(Scenarios, forkScenarios...)
+}
 
 // ScenarioNamed finds a scenario by name.
 func ScenarioNamed(name string) (Scenario, bool) {

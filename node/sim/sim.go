@@ -162,7 +162,19 @@ type Sim struct {
 	buf    [48]byte
 	events uint64
 	World  World
+	// drop, when set, loses the messages it picks (a scripted loss);
+	// dup delivers the ones it picks a second time, late.
+	drop func(from, to NodeID, m Message) bool
+	dup  func(from, to NodeID, m Message) (Time, bool)
 }
+
+// DupIf delivers every message fn picks a second time, fn's delay after
+// it was sent (a scripted duplicate, as a retransmitting network makes).
+func (s *Sim) DupIf(fn func(from, to NodeID, m Message) (Time, bool)) { s.dup = fn }
+
+// DropIf loses every message fn picks from now on (nil: none), as a
+// network that loses one kind of message would: a scripted loss.
+func (s *Sim) DropIf(fn func(from, to NodeID, m Message) bool) { s.drop = fn }
 
 type nodeState struct {
 	id       NodeID
@@ -384,7 +396,7 @@ func exp(r *rand.Rand, mean Time) Time {
 }
 
 func (s *Sim) send(from, to NodeID, m Message) {
-	if s.cut[from][to] {
+	if s.cut[from][to] || s.drop != nil && s.drop(from, to, m) {
 		return
 	}
 	if s.cfg.Net.Loss > 0 && s.net.Float64() < s.cfg.Net.Loss {
@@ -393,6 +405,11 @@ func (s *Sim) send(from, to NodeID, m Message) {
 	copies := 1
 	if s.cfg.Net.Dup > 0 && s.net.Float64() < s.cfg.Net.Dup {
 		copies = 2
+	}
+	if s.dup != nil {
+		if late, ok := s.dup(from, to, m); ok {
+			s.push(event{at: s.now + late, kind: evDeliver, node: to, from: from, msg: m})
+		}
 	}
 	for range copies {
 		d := s.cfg.Net.MinDelay + exp(s.net, s.cfg.Net.MeanDelay)
