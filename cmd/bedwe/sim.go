@@ -112,7 +112,9 @@ func runSim(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "%d/%d seeds\n", done, count)
 		}
 	}
+	start := time.Now()
 	s := explore.Seeds(c.Uint64("first"), count, c.Int("workers"), opts, progress)
+	s.Timed(time.Since(start))
 	if asJSON {
 		if err := json.NewEncoder(out).Encode(s); err != nil {
 			return cli.Exit(fmt.Sprintf("write summary: %v", err), 1)

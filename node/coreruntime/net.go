@@ -71,7 +71,7 @@ func (r *Runtime) write(o *outbox) {
 				continue
 			}
 		}
-		err := s.SetWriteDeadline(time.Now().Add(writeTimeout))
+		err := s.SetWriteDeadline(r.clock.Now().Add(writeTimeout))
 		if err == nil {
 			_, err = s.Write(frame)
 		}

@@ -15,7 +15,7 @@ import (
 
 // protocolDirs are the packages whose code must take time and randomness
 // from an env.Env (relative to this package's directory).
-var protocolDirs = []string{"..", "../rpc", "../journal"}
+var protocolDirs = []string{"..", "../rpc", "../journal", "../core", "../sim", "../explore", "../coreruntime"}
 
 // wallClockAllowed lists, by path relative to this package's directory,
 // the files that may read the wall clock or the global random source, and
@@ -31,6 +31,9 @@ var wallClockAllowed = map[string]string{
 	"../rpc/mux.go":         "nil clock default",
 	"../rpc/rpc.go":         "nil clock default",
 	"../journal/journal.go": "nil clock default",
+	// The core's runtime shell over libp2p defaults to the wall clock when
+	// its Config names none.
+	"../coreruntime/runtime.go": "nil clock default",
 }
 
 // wallClockFuncs are the functions of package time that read the wall
@@ -39,7 +42,10 @@ var wallClockFuncs = []string{"Now", "Since", "Until", "After", "AfterFunc", "Ne
 
 // randTypes are the names of math/rand(/v2) that are types, not
 // functions: naming them draws nothing.
-var randTypes = []string{"Rand", "Source", "Source64", "PCG", "ChaCha8", "Zipf"}
+var randTypes = []string{"Rand", "Source", "Source64", "PCG", "ChaCha8", "Zipf",
+	// Constructors of a source from an explicit seed read no global
+	// state: a seeded stream is what protocol code should use.
+	"New", "NewPCG", "NewChaCha8", "NewZipf"}
 
 // wallClockUses reports, as "file:line: what", every use in src of a
 // wall-clock function of package time, of a top-level math/rand or

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // seedsShort is how many seeds the quick tier explores per option set.
@@ -23,7 +24,9 @@ func TestSeedsHoldTheInvariants(t *testing.T) {
 		{"lossy-8-faults", Options{Loss: 0.05, Dup: 0.05, Faults: 8}},
 	} {
 		t.Run(o.name, func(t *testing.T) {
+			start := time.Now()
 			s := Seeds(1, seedsShort, 0, o.opts, nil)
+			s.Timed(time.Since(start))
 			for _, r := range s.FailingSeeds {
 				t.Errorf("seed %d (replay: bedwe sim --seed %d --loss %g --dup %g --faults %d --trace): %s",
 					r.Seed, r.Seed, o.opts.Loss, o.opts.Dup, max(o.opts.Faults, 4), strings.Join(r.Violations, "; "))

@@ -23,11 +23,21 @@ type Summary struct {
 	FailingSeeds []Result `json:"failing_seeds,omitempty"`
 	// RerouteP50 and RerouteP99 (milliseconds): how long a position whose
 	// holder was killed waited until a live holder started it again.
-	RerouteP50     float64 `json:"reroute_ms_p50"`
-	RerouteP99     float64 `json:"reroute_ms_p99"`
-	Reroutes       int     `json:"reroutes"`
+	RerouteP50 float64 `json:"reroute_ms_p50"`
+	RerouteP99 float64 `json:"reroute_ms_p99"`
+	Reroutes   int     `json:"reroutes"`
+	// Seconds and SeedsPerSecond are the wall time the batch took, filled
+	// in by the caller that timed it (the explorer reads no clock).
 	Seconds        float64 `json:"seconds"`
 	SeedsPerSecond float64 `json:"seeds_per_second"`
+}
+
+// Timed fills in the batch's wall time.
+func (s *Summary) Timed(d time.Duration) {
+	s.Seconds = d.Seconds()
+	if s.Seconds > 0 {
+		s.SeedsPerSecond = float64(s.Seeds) / s.Seconds
+	}
 }
 
 // Seeds runs seeds first to first+count-1 on workers goroutines (0: one
@@ -38,7 +48,6 @@ func Seeds(first uint64, count int, workers int, o Options, progress func(done i
 		workers = runtime.GOMAXPROCS(0)
 	}
 	o.defaults()
-	start := time.Now()
 	results := make([]Result, count)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -88,10 +97,6 @@ func Seeds(first uint64, count int, workers int, o Options, progress func(done i
 		s.Reroutes = len(reroutes)
 		s.RerouteP50 = float64(reroutes[len(reroutes)/2].Microseconds()) / 1000
 		s.RerouteP99 = float64(reroutes[len(reroutes)*99/100].Microseconds()) / 1000
-	}
-	s.Seconds = time.Since(start).Seconds()
-	if s.Seconds > 0 {
-		s.SeedsPerSecond = float64(count) / s.Seconds
 	}
 	return s
 }
